@@ -1,0 +1,313 @@
+"""The ``refmount`` command: argv and ``-o`` options to a ``MountConfig``, logging, exit codes,
+and detaching into the background once the mount answers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import logging.handlers
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from refmount import __version__
+from refmount.config import MountConfig, ReadConfig, parse_duration, parse_size
+from refmount.errors import MountError, ReferenceFormatError, RefmountError
+
+log = logging.getLogger("refmount")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+
+READY_FD_VARIABLE = "REFMOUNT_READY_FD"
+"""Set by a backgrounding parent: the pipe its daemon child reports readiness on."""
+
+IGNORED_MOUNT_OPTIONS = frozenset(
+    {"defaults", "auto", "noauto", "user", "users", "nouser", "nofail", "_netdev", "ro"}
+)
+"""mount(8) options that mean nothing to refmount (it is always read-only)."""
+
+DESCRIPTION = """\
+Mount a kerchunk/fsspec reference set as a read-only directory tree.
+
+REFS is a reference file or directory: JSON version 0 or 1 (optionally gzip/zstd/bz2/xz
+compressed) or a Parquet reference directory, local or at any fsspec URL (s3://, https://,
+simplecache::...). Every key becomes a file; '/' in keys makes directories; reads become
+byte-range reads of the targets.
+"""
+
+EPILOG = """\
+-o takes comma-separated mount options. FUSE options (allow_other, allow_root,
+auto_unmount, default_permissions, ...) go to the kernel; refmount's own options can be
+given the same way, which is what /etc/fstab needs:
+  cache_size=SIZE  remote_protocol=P  remote_options=JSON  target_options=JSON
+  target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
+
+examples:
+  refmount refs.json /mnt/data
+  refmount -o allow_other,cache_size=2G s3://bucket/refs.parq /mnt/data
+  refmount --remote-options '{"anon": true}' https://host/refs.json.zst /mnt/data
+  fusermount3 -u /mnt/data          # unmount
+
+exit status: 0 mounted (or unmounted cleanly with -f), 1 the mount failed,
+2 bad arguments or a malformed reference file.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the ``refmount`` command."""
+    parser = argparse.ArgumentParser(
+        prog="refmount",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("refs", metavar="REFS", help="reference file, directory or URL")
+    parser.add_argument("mountpoint", metavar="MOUNTPOINT", type=Path, help="empty directory")
+    parser.add_argument(
+        "-f", "--foreground", action="store_true", help="stay attached instead of detaching"
+    )
+    parser.add_argument(
+        "-o",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="OPT[,OPT...]",
+        help="mount options, see below",
+    )
+    parser.add_argument(
+        "--remote-protocol",
+        metavar="P",
+        help="protocol for target URLs that have none (default: local paths, relative "
+        "to the reference file's directory)",
+    )
+    parser.add_argument(
+        "--remote-options",
+        metavar="JSON",
+        help="fsspec storage options for targets: one object for every protocol, or "
+        'per protocol: \'{"s3": {...}, "https": {...}}\'',
+    )
+    parser.add_argument(
+        "--target-options", metavar="JSON", help="fsspec storage options for opening REFS"
+    )
+    parser.add_argument("--target", metavar="URL", help="target of references whose URL is null")
+    parser.add_argument(
+        "--cache-size",
+        metavar="SIZE",
+        help="memory for fetched data, e.g. 512M (default), 4G",
+    )
+    parser.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip keys that cannot be mounted (with one warning each) instead of refusing",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="how much to log (default: info); debug also shows tracebacks",
+    )
+    parser.add_argument("--log-file", metavar="PATH", help="log here once in the background")
+    parser.add_argument(
+        "--attr-timeout",
+        metavar="DURATION",
+        help="how long the kernel may cache names and attributes (default: 1 day; the "
+        "reference set never changes while mounted)",
+    )
+    parser.add_argument("--version", action="version", version=f"refmount {__version__}")
+    return parser
+
+
+def split_options(text: str) -> list[str]:
+    """Split ``-o`` text on commas that are not inside JSON brackets or quotes."""
+    parts: list[str] = []
+    depth = 0
+    quote = False
+    current: list[str] = []
+    for char in text:
+        if char == '"':
+            quote = not quote
+        elif not quote and char in "{[":
+            depth += 1
+        elif not quote and char in "}]":
+            depth -= 1
+        if char == "," and depth == 0 and not quote:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [part.strip() for part in parts if part.strip()]
+
+
+def _json_object(name: str, text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{name} is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be a JSON object")
+    return value
+
+
+_OWN_OPTIONS: dict[str, str] = {
+    "cache_size": "cache_size",
+    "remote_protocol": "remote_protocol",
+    "remote_options": "remote_options",
+    "target_options": "target_options",
+    "target": "target",
+    "skip_invalid": "skip_invalid",
+    "log_level": "log_level",
+    "log_file": "log_file",
+    "foreground": "foreground",
+    "attr_timeout": "attr_timeout",
+}
+
+
+def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
+    """Return the mount configuration for ``argv``; raises ``SystemExit(2)`` on bad usage."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    fuse: list[str] = []
+    for text in args.options:
+        for option in split_options(text):
+            name, has_value, value = option.partition("=")
+            own = _OWN_OPTIONS.get(name.replace("-", "_"))
+            if own is not None:
+                if getattr(args, own) in (None, False):  # a command-line flag wins over -o
+                    setattr(args, own, value if has_value else True)
+            elif name == "rw":
+                parser.error("refmount is read-only: the 'rw' option is not supported")
+            elif name not in IGNORED_MOUNT_OPTIONS:
+                fuse.append(option)
+    try:
+        read = ReadConfig(
+            **({"cache_size": parse_size(args.cache_size)} if args.cache_size else {})
+        )
+        config = MountConfig(
+            refs=_absolute_refs(args.refs),
+            mountpoint=args.mountpoint.absolute(),
+            foreground=bool(args.foreground),
+            fuse_options=tuple(fuse),
+            remote_protocol=args.remote_protocol,
+            remote_options=_json_object("--remote-options", args.remote_options),
+            target_options=_json_object("--target-options", args.target_options),
+            target=args.target,
+            skip_invalid=bool(args.skip_invalid),
+            log_level=args.log_level or "info",
+            read=read,
+            **(
+                {"attr_timeout": parse_duration(args.attr_timeout)} if args.attr_timeout else {}
+            ),
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    return config, args
+
+
+def _absolute_refs(refs: str) -> str:
+    """Make a local reference path absolute: the daemon's working directory means nothing."""
+    if "://" in refs or "::" in refs:
+        return refs
+    return os.path.abspath(refs)
+
+
+def setup_logging(level: str, *, journald: bool) -> None:
+    """Log to stderr; without timestamps under journald, which adds its own."""
+    fmt = "%(levelname)s %(name)s: %(message)s" if journald else (
+        "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(fmt))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("fsspec", "s3fs", "aiobotocore", "botocore", "urllib3", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def _detach_logging(log_file: str | None) -> None:
+    """Once in the background: log to ``log_file``, else syslog, and let go of the terminal."""
+    handler: logging.Handler
+    if log_file:
+        handler = logging.FileHandler(log_file)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    elif os.path.exists("/dev/log"):
+        handler = logging.handlers.SysLogHandler(address="/dev/log")
+        handler.setFormatter(logging.Formatter("refmount[%(process)d]: %(levelname)s %(message)s"))
+    else:
+        handler = logging.NullHandler()
+    logging.getLogger().handlers[:] = [handler]
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _readiness_reporter(args: argparse.Namespace) -> Callable[[], None]:
+    """Return what to call once the mount answers (tell a waiting parent, if any)."""
+    text = os.environ.pop(READY_FD_VARIABLE, None)
+    if text is None:
+        return lambda: None
+    fd = int(text)
+
+    def ready() -> None:
+        _detach_logging(args.log_file)
+        os.write(fd, b"ready\n")
+        os.close(fd)
+
+    return ready
+
+
+def run_in_background(argv: Sequence[str]) -> int:
+    """Start the daemon as a child in its own session; return once it is mounted or failed."""
+    read_end, write_end = os.pipe()
+    env = dict(os.environ)
+    env[READY_FD_VARIABLE] = str(write_end)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "refmount", *argv, "--foreground"],
+        stdin=subprocess.DEVNULL,
+        pass_fds=(write_end,),
+        env=env,
+        start_new_session=True,
+    )
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        message = pipe.read()
+    if message.startswith(b"ready"):
+        return EXIT_OK
+    return child.wait() or EXIT_FAILURE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``refmount`` command; return its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    config, args = parse_args(argv)
+    if not config.foreground:
+        return run_in_background(argv)
+    setup_logging(config.log_level, journald="JOURNAL_STREAM" in os.environ)
+    debug = config.log_level == "debug"
+    from refmount import daemon  # the heavy imports, only once the arguments are good
+
+    try:
+        loaded = daemon.load_references(config)
+        daemon.mount_and_serve(config, loaded, _readiness_reporter(args))
+    except ReferenceFormatError as error:
+        _report(error, debug)
+        return EXIT_BAD_INPUT
+    except (MountError, RefmountError) as error:
+        _report(error, debug)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def _report(error: Exception, debug: bool) -> None:
+    if debug:
+        log.exception("refmount failed")
+    print(f"refmount: error: {error}", file=sys.stderr)

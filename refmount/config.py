@@ -1,0 +1,65 @@
+"""Every mount option as one frozen dataclass, plus parsing of sizes and durations."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": KIB, "m": MIB, "g": GIB, "t": 1024 * GIB}
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_size(text: str) -> int:
+    """Parse a byte count such as ``4096``, ``512M``, ``1.5GiB`` (binary units)."""
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError(f"not a size: {text!r} (examples: 4096, 64M, 1G)")
+    number, unit, _ = match.groups()
+    return int(float(number) * _UNITS[unit.lower()])
+
+
+def parse_duration(text: str) -> float:
+    """Parse a duration in seconds such as ``30``, ``2.5s``, ``500ms``, ``5m``."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"not a duration: {text!r} (examples: 30, 2.5s, 500ms)")
+    number, unit = match.groups()
+    return float(number) * _SECONDS[(unit or "s").lower()]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadConfig:
+    """How reads are served: the memory budget and the size up to which a reference is
+    fetched whole on its first read."""
+
+    cache_size: int = 512 * MIB
+    whole_fetch_limit: int = 16 * MIB
+    block_size: int = 4 * MIB
+
+
+@dataclass(frozen=True, slots=True)
+class MountConfig:
+    """Everything the daemon needs to mount one reference set."""
+
+    refs: str
+    mountpoint: Path
+    foreground: bool = False
+    fuse_options: tuple[str, ...] = ()
+    remote_protocol: str | None = None
+    remote_options: Mapping[str, Any] = field(default_factory=dict)
+    target_options: Mapping[str, Any] = field(default_factory=dict)
+    target: str | None = None
+    skip_invalid: bool = False
+    log_level: str = "info"
+    read: ReadConfig = field(default_factory=ReadConfig)
+    attr_timeout: float = 24 * 3600.0

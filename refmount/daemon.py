@@ -1,0 +1,156 @@
+"""Wiring and lifecycle: load the references, mount, serve under trio, report readiness,
+handle signals, and always unmount."""
+
+from __future__ import annotations
+
+import errno
+import faulthandler
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyfuse3
+import trio
+
+from refmount.config import MountConfig
+from refmount.errors import MountError, ReferenceFormatError
+from refmount.filesystem import Owner, RefFilesystem
+from refmount.formats import LoadOptions, load
+from refmount.fuse_ops import FuseOperations
+from refmount.model import ReferenceSet
+from refmount.reader import Reader
+from refmount.store import FsspecSource, Store
+from refmount.tree import Tree
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 30.0
+"""Seconds to wait for the new mount to answer before giving up."""
+
+DEFAULT_FUSE_OPTIONS = ("fsname=refmount", "subtype=refmount", "ro", "default_permissions")
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A reference set ready to be served: its source, references, tree and mtime."""
+
+    source: FsspecSource
+    references: ReferenceSet
+    tree: Tree
+    mtime_ns: int
+
+
+def check_mountpoint(mountpoint: Path) -> None:
+    """Raise ``MountError`` with advice if ``mountpoint`` cannot be mounted on."""
+    try:
+        status = mountpoint.stat()
+    except FileNotFoundError:
+        raise MountError(f"mountpoint {mountpoint} does not exist") from None
+    except OSError as error:
+        if error.errno == errno.ENOTCONN:
+            raise MountError(
+                f"mountpoint {mountpoint} is a stale FUSE mount (Transport endpoint is not "
+                f"connected): its daemon died without unmounting. Clear it with "
+                f"'fusermount3 -u {mountpoint}' (or 'umount -l {mountpoint}' as root), "
+                f"or mount with -o auto_unmount to have this done automatically."
+            ) from None
+        raise MountError(f"mountpoint {mountpoint}: {error.strerror}") from None
+    if not os.path.isdir(mountpoint):
+        raise MountError(f"mountpoint {mountpoint} is not a directory")
+    del status
+
+
+def load_references(config: MountConfig) -> Loaded:
+    """Read and check the reference set; raises ``ReferenceFormatError`` when malformed."""
+    started = time.monotonic()
+    try:
+        source = FsspecSource(config.refs, config.target_options)
+    except (OSError, ValueError, ImportError) as error:
+        raise ReferenceFormatError(config.refs, None, f"cannot open: {error}") from error
+    options = LoadOptions(
+        target=config.target,
+        remote_protocol=config.remote_protocol,
+        skip_invalid=config.skip_invalid,
+    )
+    references = load(source, options)
+    tree = Tree.build(
+        references.keys(), references.grids, source=source.url, skip_invalid=config.skip_invalid
+    )
+    mtime = source.mtime() or time.time()
+    log.info(
+        "loaded %s: %d names, %d chunk grids in %.2f s",
+        source.url,
+        tree.static_count,
+        len(references.grids),
+        time.monotonic() - started,
+    )
+    return Loaded(source, references, tree, int(mtime * 1e9))
+
+
+def fuse_options(config: MountConfig) -> set[str]:
+    """Return the FUSE mount options: refmount's defaults plus the user's."""
+    options = set(DEFAULT_FUSE_OPTIONS)
+    options.update(config.fuse_options)
+    return options
+
+
+def mount_and_serve(
+    config: MountConfig, loaded: Loaded, on_ready: Callable[[], None] = lambda: None
+) -> None:
+    """Mount, call ``on_ready`` once the mount answers, serve until unmounted or signalled."""
+    reader = Reader(Store(config.remote_options), config.read)
+    filesystem = RefFilesystem(
+        loaded.tree,
+        loaded.references,
+        reader,
+        owner=Owner.current(),
+        mtime_ns=loaded.mtime_ns,
+    )
+    operations = FuseOperations(filesystem, timeout=config.attr_timeout)
+    mountpoint = config.mountpoint
+    check_mountpoint(mountpoint)
+    try:
+        pyfuse3.init(operations, str(mountpoint), fuse_options(config))
+    except RuntimeError as error:
+        raise MountError(f"cannot mount on {mountpoint}: {error}") from None
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    try:
+        trio.run(_serve, mountpoint, on_ready)
+    finally:
+        log.info("unmounting %s", mountpoint)
+        pyfuse3.close(unmount=True)
+
+
+async def _serve(mountpoint: Path, on_ready: Callable[[], None]) -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_stop_on_signals, nursery.cancel_scope)
+        nursery.start_soon(_announce_when_ready, mountpoint, on_ready)
+        await pyfuse3.main(min_tasks=4, max_tasks=256)
+        nursery.cancel_scope.cancel()  # unmounted from outside: stop the helpers
+
+
+async def _stop_on_signals(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("received %s, unmounting", signal.Signals(signum).name)
+            pyfuse3.terminate()
+            return
+
+
+async def _announce_when_ready(mountpoint: Path, on_ready: Callable[[], None]) -> None:
+    """Wait until the kernel routes requests on ``mountpoint`` to us, then call ``on_ready``."""
+    parent_device = (await trio.to_thread.run_sync(os.stat, mountpoint.parent)).st_dev
+    deadline = trio.current_time() + READY_TIMEOUT
+    while trio.current_time() < deadline:
+        status = await trio.to_thread.run_sync(os.stat, mountpoint, abandon_on_cancel=True)
+        if status.st_dev != parent_device and status.st_ino == pyfuse3.ROOT_INODE:
+            log.info("mounted on %s", mountpoint)
+            on_ready()
+            return
+        await trio.sleep(0.01)
+    log.error("the mount on %s did not answer within %.0f s", mountpoint, READY_TIMEOUT)
+    pyfuse3.terminate()

@@ -1,0 +1,102 @@
+"""The exception tree; every class knows the errno the kernel should see.
+
+::
+
+    RefmountError                       EIO
+    ├── ReferenceFormatError            (load time: exit status 2; later: EIO)
+    ├── MountError                      (mount time: exit status 1)
+    ├── FilesystemError                 errno as given
+    │   ├── NotFoundError               ENOENT
+    │   ├── ReadOnlyError               EROFS
+    │   └── NoAttributeError            ENODATA
+    ├── RemoteError                     EIO, a target URL could not be read (store level)
+    └── TargetError                     EIO, names the key and the URL
+        ├── TargetReadError             the target failed (cause chained)
+        └── ShortReadError              the target returned fewer bytes than declared
+"""
+
+from __future__ import annotations
+
+import errno as errno_codes
+
+
+class RefmountError(Exception):
+    """Base class of every error refmount raises on purpose."""
+
+    errno: int = errno_codes.EIO
+
+
+class ReferenceFormatError(RefmountError):
+    """A reference file is malformed; names the file, the key (if any) and the problem."""
+
+    def __init__(self, source: str, key: str | None, problem: str) -> None:
+        self.source = source
+        self.key = key
+        self.problem = problem
+        where = f"{source}: key {key!r}" if key is not None else source
+        super().__init__(f"{where}: {problem}")
+
+
+class MountError(RefmountError):
+    """The mountpoint cannot be used (missing, stale, busy, not permitted)."""
+
+
+class FilesystemError(RefmountError):
+    """An ordinary filesystem answer such as 'no such file', carried as an errno."""
+
+    def __init__(self, errno: int, message: str = "") -> None:
+        self.errno = errno
+        super().__init__(message or errno_codes.errorcode.get(errno, str(errno)))
+
+
+class NotFoundError(FilesystemError):
+    """The name does not exist."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(errno_codes.ENOENT, message)
+
+
+class ReadOnlyError(FilesystemError):
+    """Anything that would change the tree."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(errno_codes.EROFS, message)
+
+
+class NoAttributeError(FilesystemError):
+    """The extended attribute does not exist."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(errno_codes.ENODATA, message)
+
+
+class RemoteError(RefmountError):
+    """The store could not read a URL; carries the URL and the underlying error's text."""
+
+    def __init__(self, url: str, problem: str) -> None:
+        self.url = url
+        self.problem = problem
+        super().__init__(f"{url}: {problem}")
+
+
+class TargetError(RefmountError):
+    """Reading a reference's target failed; the message names the key and the URL."""
+
+    def __init__(self, key: str, url: str, problem: str) -> None:
+        self.key = key
+        self.url = url
+        self.problem = problem
+        super().__init__(f"key {key!r} ({url}): {problem}")
+
+
+class TargetReadError(TargetError):
+    """The target could not be read (missing, unreachable, refused); the cause is chained."""
+
+
+class ShortReadError(TargetError):
+    """The target is shorter than the reference declares; refmount never pads."""
+
+    def __init__(self, key: str, url: str, expected: int, received: int) -> None:
+        self.expected = expected
+        self.received = received
+        super().__init__(key, url, f"target returned {received} bytes, expected {expected}")

@@ -1,0 +1,272 @@
+"""FUSE semantics without pyfuse3: lookup, attributes, listing, open, read and xattrs by inode."""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import stat
+from dataclasses import dataclass
+
+import trio
+
+from refmount.errors import (
+    FilesystemError,
+    NoAttributeError,
+    NotFoundError,
+    ReadOnlyError,
+)
+from refmount.model import (
+    FileHandle,
+    Inline,
+    Inode,
+    Range,
+    Reference,
+    ReferenceSet,
+    reference_kind,
+)
+from refmount.reader import Reader
+from refmount.tree import Entry, GridChunk, StaticFile, Tree
+
+BLOCK_SIZE = 128 * 1024
+"""``st_blksize``: the I/O size that ``cp`` and friends use."""
+
+XATTR_PREFIX = "user.refmount."
+XATTRS = ("kind", "url", "offset", "length")
+
+DOT_ENTRIES = 2
+"""``readdir`` positions taken by ``.`` and ``..`` before a directory's own entries."""
+
+READDIR_BATCH = 256
+"""How many entries ``readdir`` prepares at once; the kernel's buffer takes about 200."""
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Who owns every node, and the permission bits files and directories get."""
+
+    uid: int
+    gid: int
+    file_mode: int = 0o444
+    dir_mode: int = 0o555
+
+    @classmethod
+    def current(cls, umask: int | None = None) -> Owner:
+        """Return the owner of the running process, with ``umask`` applied if given."""
+        mask = umask or 0
+        return cls(os.getuid(), os.getgid(), 0o444 & ~mask, 0o555 & ~mask)
+
+
+@dataclass(frozen=True, slots=True)
+class Attributes:
+    """What ``stat`` shows for one node."""
+
+    inode: Inode
+    is_dir: bool
+    size: int
+    mode: int
+    uid: int
+    gid: int
+    mtime_ns: int
+
+    @property
+    def nlink(self) -> int:
+        """Return the link count (2 for directories, 1 for files)."""
+        return 2 if self.is_dir else 1
+
+    @property
+    def blocks(self) -> int:
+        """Return the number of 512-byte blocks the size amounts to."""
+        return (self.size + 511) // 512
+
+
+@dataclass(frozen=True, slots=True)
+class FilesystemStatistics:
+    """What ``statfs`` shows."""
+
+    block_size: int
+    files: int
+    name_max: int
+
+
+@dataclass(frozen=True, slots=True)
+class OpenFile:
+    """An open file: its inode, its key and the reference its bytes come from."""
+
+    inode: Inode
+    key: str
+    reference: Reference
+
+
+class RefFilesystem:
+    """The read-only filesystem of one reference set, shaped like FUSE's low-level API.
+
+    Every method raises ``RefmountError`` subclasses only; the FUSE adapter turns them into
+    errnos. Runs on the event loop thread; blocking work (Parquet record loads) goes to
+    worker threads.
+    """
+
+    def __init__(
+        self,
+        tree: Tree,
+        references: ReferenceSet,
+        reader: Reader,
+        *,
+        owner: Owner,
+        mtime_ns: int,
+    ) -> None:
+        self._tree = tree
+        self._references = references
+        self._reader = reader
+        self._owner = owner
+        self._mtime_ns = mtime_ns
+        self._open: dict[FileHandle, OpenFile] = {}
+        self._handles = itertools.count(1)
+        self._record_threads = trio.CapacityLimiter(4)
+
+    # ------------------------------------------------------------------ names
+
+    async def lookup(self, parent: Inode, name: str) -> Attributes | None:
+        """Return the attributes of ``name`` in directory ``parent``, or None if absent."""
+        self._require_dir(parent)
+        inode = self._tree.lookup(parent, name)
+        if inode is None:
+            return None
+        try:
+            return await self.getattr(inode)
+        except NotFoundError:
+            return None
+
+    async def getattr(self, inode: Inode) -> Attributes:
+        """Return a node's attributes."""
+        self._require(inode)
+        if self._tree.is_dir(inode):
+            return self._attributes(inode, True, 0)
+        key, reference = await self._reference(inode)
+        return self._attributes(inode, False, await self._reader.size(key, reference))
+
+    async def opendir(self, inode: Inode) -> None:
+        """Check that ``inode`` is a directory that can be listed."""
+        self._require_dir(inode)
+
+    async def readdir(self, inode: Inode, start: int) -> list[tuple[Entry, Attributes, int]]:
+        """Return up to ``READDIR_BATCH`` entries from position ``start``, with attributes.
+
+        Positions 0 and 1 are ``.`` and ``..``; the directory's own entries follow. Each entry
+        carries the position to resume after it. Chunk positions whose reference is absent
+        (a null Parquet row) are skipped. An empty list means the end.
+        """
+        self._require_dir(inode)
+        batch: list[tuple[Entry, Attributes, int]] = []
+        for position, (name, dot) in enumerate(
+            ((".", inode), ("..", self._tree.parent(inode))), start=1
+        ):
+            if start < position:
+                batch.append((Entry(name, dot, True), await self.getattr(dot), position))
+        for entry, position in self._tree.children(inode, max(start - DOT_ENTRIES, 0)):
+            try:
+                attributes = await self._entry_attributes(entry)
+            except NotFoundError:
+                continue
+            batch.append((entry, attributes, position + DOT_ENTRIES))
+            if len(batch) >= READDIR_BATCH:
+                break
+        return batch
+
+    async def _entry_attributes(self, entry: Entry) -> Attributes:
+        if entry.is_dir:
+            return self._attributes(entry.inode, True, 0)
+        return await self.getattr(entry.inode)
+
+    # ------------------------------------------------------------------ files
+
+    async def open(self, inode: Inode, flags: int) -> FileHandle:
+        """Open a file for reading; anything that could write is refused with EROFS."""
+        self._require(inode)
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND):
+            raise ReadOnlyError("the filesystem is read-only")
+        if self._tree.is_dir(inode):
+            raise FilesystemError(errno.EISDIR)
+        key, reference = await self._reference(inode)
+        handle = FileHandle(next(self._handles))
+        self._open[handle] = OpenFile(inode, key, reference)
+        return handle
+
+    async def read(self, handle: FileHandle, offset: int, size: int) -> bytes:
+        """Return ``size`` bytes at ``offset``, fewer only at the end of the file."""
+        opened = self._open.get(handle)
+        if opened is None:
+            raise FilesystemError(errno.EBADF, f"unknown file handle {handle}")
+        return await self._reader.read(opened.key, opened.reference, offset, size)
+
+    def release(self, handle: FileHandle) -> None:
+        """Forget an open file."""
+        self._open.pop(handle, None)
+
+    @property
+    def open_files(self) -> int:
+        """Return how many files are open."""
+        return len(self._open)
+
+    # ------------------------------------------------------------------ xattrs
+
+    async def listxattr(self, inode: Inode) -> list[str]:
+        """Return the extended attribute names of a node (files only have them)."""
+        self._require(inode)
+        if self._tree.is_dir(inode):
+            return []
+        return [XATTR_PREFIX + name for name in XATTRS]
+
+    async def getxattr(self, inode: Inode, name: str) -> bytes:
+        """Return one of ``user.refmount.{kind,url,offset,length}``."""
+        if name not in await self.listxattr(inode):
+            raise NoAttributeError(name)
+        key, reference = await self._reference(inode)
+        field = name.removeprefix(XATTR_PREFIX)
+        if field == "kind":
+            return reference_kind(reference).encode()
+        if field == "url":
+            return b"" if isinstance(reference, Inline) else reference.url.encode()
+        if field == "offset":
+            return str(reference.offset if isinstance(reference, Range) else 0).encode()
+        return str(await self._reader.size(key, reference)).encode()
+
+    # ------------------------------------------------------------------ misc
+
+    def statfs(self) -> FilesystemStatistics:
+        """Return filesystem-wide figures."""
+        return FilesystemStatistics(BLOCK_SIZE, self._tree.node_count, 255)
+
+    async def _reference(self, inode: Inode) -> tuple[str, Reference]:
+        source = self._tree.file_source(inode)
+        if isinstance(source, StaticFile):
+            reference = self._references.get(source.key)
+            key = source.key
+        else:
+            reference = await self._chunk(source)
+            key = self._tree.path(inode)
+        if reference is None:
+            raise NotFoundError(key)
+        return key, reference
+
+    async def _chunk(self, source: GridChunk) -> Reference | None:
+        references = self._references
+        if references.chunk_is_loaded(source.grid, source.index):
+            return references.chunk(source.grid, source.index)
+        return await trio.to_thread.run_sync(
+            references.chunk, source.grid, source.index, limiter=self._record_threads
+        )
+
+    def _attributes(self, inode: Inode, is_dir: bool, size: int) -> Attributes:
+        owner = self._owner
+        mode = (stat.S_IFDIR | owner.dir_mode) if is_dir else (stat.S_IFREG | owner.file_mode)
+        return Attributes(inode, is_dir, size, mode, owner.uid, owner.gid, self._mtime_ns)
+
+    def _require(self, inode: Inode) -> None:
+        if not self._tree.exists(inode):
+            raise NotFoundError(f"no inode {inode}")
+
+    def _require_dir(self, inode: Inode) -> None:
+        self._require(inode)
+        if not self._tree.is_dir(inode):
+            raise FilesystemError(errno.ENOTDIR)

@@ -1,0 +1,309 @@
+"""The thin ``pyfuse3.Operations`` adapter; the only place that raises ``FUSEError``.
+
+Every handler goes through ``_boundary``: refmount errors become their errno (target and
+format errors with one log line naming the key and URL), and any other exception becomes
+EIO with a traceback in the log. Nothing else may escape a handler: pyfuse3 would end the
+whole mount.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+import pyfuse3
+
+from refmount.errors import FilesystemError, RefmountError
+from refmount.filesystem import BLOCK_SIZE, Attributes, RefFilesystem
+from refmount.model import FileHandle, Inode
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _boundary(
+    handler: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Wrap a handler so that only ``FUSEError`` can leave it."""
+
+    @functools.wraps(handler)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await handler(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except FilesystemError as error:
+            raise pyfuse3.FUSEError(error.errno) from None
+        except RefmountError as error:
+            log.error("%s failed: %s", handler.__name__, error)
+            raise pyfuse3.FUSEError(error.errno) from None
+        except Exception:
+            log.exception("unexpected error in %s", handler.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return wrapper
+
+
+def _read_only() -> pyfuse3.FUSEError:
+    return pyfuse3.FUSEError(errno.EROFS)
+
+
+class FuseOperations(pyfuse3.Operations):
+    """Translates between pyfuse3's types and ``RefFilesystem``; holds no state of its own."""
+
+    supports_dot_lookup = True
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, filesystem: RefFilesystem, *, timeout: float) -> None:
+        super().__init__()
+        self._fs = filesystem
+        self._timeout = timeout
+
+    def _entry(self, attributes: Attributes) -> pyfuse3.EntryAttributes:
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = pyfuse3.InodeT(attributes.inode)
+        entry.generation = 0
+        entry.entry_timeout = self._timeout
+        entry.attr_timeout = self._timeout
+        entry.st_mode = pyfuse3.ModeT(attributes.mode)
+        entry.st_nlink = attributes.nlink
+        entry.st_uid = attributes.uid
+        entry.st_gid = attributes.gid
+        entry.st_rdev = 0
+        entry.st_size = attributes.size
+        entry.st_blksize = BLOCK_SIZE
+        entry.st_blocks = attributes.blocks
+        entry.st_atime_ns = attributes.mtime_ns
+        entry.st_mtime_ns = attributes.mtime_ns
+        entry.st_ctime_ns = attributes.mtime_ns
+        return entry
+
+    def _negative_entry(self) -> pyfuse3.EntryAttributes:
+        """An entry with inode 0: the kernel caches the name's absence for the timeout."""
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = pyfuse3.InodeT(0)
+        entry.entry_timeout = self._timeout
+        return entry
+
+    # ------------------------------------------------------------------ reading
+
+    @_boundary
+    async def lookup(
+        self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        attributes = await self._fs.lookup(Inode(parent_inode), os.fsdecode(name))
+        if attributes is None:
+            return self._negative_entry()
+        return self._entry(attributes)
+
+    @_boundary
+    async def forget(self, inode_list: Sequence[tuple[pyfuse3.InodeT, int]]) -> None:
+        return None  # inodes are computed, not allocated: nothing to release
+
+    @_boundary
+    async def getattr(
+        self, inode: pyfuse3.InodeT, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        return self._entry(await self._fs.getattr(Inode(inode)))
+
+    @_boundary
+    async def opendir(
+        self, inode: pyfuse3.InodeT, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.FileHandleT:
+        await self._fs.opendir(Inode(inode))
+        return pyfuse3.FileHandleT(inode)  # directory handles are the directory's inode
+
+    @_boundary
+    async def readdir(
+        self, fh: pyfuse3.FileHandleT, start_id: int, token: pyfuse3.ReaddirToken
+    ) -> None:
+        inode = Inode(fh)
+        position = start_id
+        while True:
+            batch = await self._fs.readdir(inode, position)
+            if not batch:
+                return
+            for entry, attributes, next_position in batch:
+                name = os.fsencode(entry.name)
+                if not pyfuse3.readdir_reply(token, name, self._entry(attributes), next_position):
+                    return
+                position = next_position
+
+    @_boundary
+    async def releasedir(self, fh: pyfuse3.FileHandleT) -> None:
+        return None
+
+    @_boundary
+    async def open(
+        self, inode: pyfuse3.InodeT, flags: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.FileInfo:
+        handle = await self._fs.open(Inode(inode), flags)
+        return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(handle), keep_cache=True)
+
+    @_boundary
+    async def read(self, fh: pyfuse3.FileHandleT, off: int, size: int) -> bytes:
+        return await self._fs.read(FileHandle(fh), off, size)
+
+    @_boundary
+    async def flush(self, fh: pyfuse3.FileHandleT) -> None:
+        return None
+
+    @_boundary
+    async def release(self, fh: pyfuse3.FileHandleT) -> None:
+        self._fs.release(FileHandle(fh))
+
+    @_boundary
+    async def getxattr(
+        self, inode: pyfuse3.InodeT, name: pyfuse3.XAttrNameT, ctx: pyfuse3.RequestContext
+    ) -> bytes:
+        return await self._fs.getxattr(Inode(inode), os.fsdecode(name))
+
+    @_boundary
+    async def listxattr(
+        self, inode: pyfuse3.InodeT, ctx: pyfuse3.RequestContext
+    ) -> Sequence[pyfuse3.XAttrNameT]:
+        names = await self._fs.listxattr(Inode(inode))
+        return [pyfuse3.XAttrNameT(os.fsencode(name)) for name in names]
+
+    @_boundary
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        figures = self._fs.statfs()
+        data = pyfuse3.StatvfsData()
+        data.f_bsize = figures.block_size
+        data.f_frsize = figures.block_size
+        data.f_blocks = data.f_bfree = data.f_bavail = 0
+        data.f_files = figures.files
+        data.f_ffree = data.f_favail = 0
+        data.f_namemax = figures.name_max
+        return data
+
+    @_boundary
+    async def access(
+        self, inode: pyfuse3.InodeT, mode: pyfuse3.ModeT, ctx: pyfuse3.RequestContext
+    ) -> bool:
+        await self._fs.getattr(Inode(inode))
+        if mode & os.W_OK:
+            raise _read_only()
+        return True
+
+    # ------------------------------------------------------------------ refused
+
+    @_boundary
+    async def setattr(
+        self,
+        inode: pyfuse3.InodeT,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: pyfuse3.FileHandleT | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        raise _read_only()
+
+    @_boundary
+    async def write(self, fh: pyfuse3.FileHandleT, off: int, buf: bytes) -> int:
+        raise _read_only()
+
+    @_boundary
+    async def create(
+        self,
+        parent_inode: pyfuse3.InodeT,
+        name: pyfuse3.FileNameT,
+        mode: pyfuse3.ModeT,
+        flags: pyfuse3.FlagT,
+        ctx: pyfuse3.RequestContext,
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        raise _read_only()
+
+    @_boundary
+    async def mknod(
+        self,
+        parent_inode: pyfuse3.InodeT,
+        name: pyfuse3.FileNameT,
+        mode: pyfuse3.ModeT,
+        rdev: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        raise _read_only()
+
+    @_boundary
+    async def mkdir(
+        self,
+        parent_inode: pyfuse3.InodeT,
+        name: pyfuse3.FileNameT,
+        mode: pyfuse3.ModeT,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        raise _read_only()
+
+    @_boundary
+    async def symlink(
+        self,
+        parent_inode: pyfuse3.InodeT,
+        name: pyfuse3.FileNameT,
+        target: pyfuse3.FileNameT,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        raise _read_only()
+
+    @_boundary
+    async def link(
+        self,
+        inode: pyfuse3.InodeT,
+        new_parent_inode: pyfuse3.InodeT,
+        new_name: pyfuse3.FileNameT,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        raise _read_only()
+
+    @_boundary
+    async def unlink(
+        self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, ctx: pyfuse3.RequestContext
+    ) -> None:
+        raise _read_only()
+
+    @_boundary
+    async def rmdir(
+        self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, ctx: pyfuse3.RequestContext
+    ) -> None:
+        raise _read_only()
+
+    @_boundary
+    async def rename(
+        self,
+        parent_inode_old: pyfuse3.InodeT,
+        name_old: pyfuse3.FileNameT,
+        parent_inode_new: pyfuse3.InodeT,
+        name_new: pyfuse3.FileNameT,
+        flags: pyfuse3.FlagT,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        raise _read_only()
+
+    @_boundary
+    async def setxattr(
+        self,
+        inode: pyfuse3.InodeT,
+        name: pyfuse3.XAttrNameT,
+        value: bytes,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        raise _read_only()
+
+    @_boundary
+    async def removexattr(
+        self, inode: pyfuse3.InodeT, name: pyfuse3.XAttrNameT, ctx: pyfuse3.RequestContext
+    ) -> None:
+        raise _read_only()
+
+    @_boundary
+    async def readlink(
+        self, inode: pyfuse3.InodeT, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.FileNameT:
+        raise pyfuse3.FUSEError(errno.EINVAL)

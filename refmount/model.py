@@ -1,0 +1,172 @@
+"""The vocabulary every layer shares: references, chunk grids, reference sets, sources."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import NewType, Protocol
+
+Inode = NewType("Inode", int)
+"""A node's number in the mounted tree; the root is 1 and numbers never change while mounted."""
+
+FileHandle = NewType("FileHandle", int)
+"""A number handed to the kernel by ``open`` and passed back with every ``read``."""
+
+ROOT_INODE = Inode(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Inline:
+    """Bytes stored in the reference set itself (text, ``base64:`` or a JSON object)."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """``length`` bytes of the target ``url`` starting at byte ``offset``."""
+
+    url: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class Whole:
+    """The whole target ``url``; its size is only known after asking the target."""
+
+    url: str
+
+
+Reference = Inline | Range | Whole
+
+
+def reference_kind(reference: Reference) -> str:
+    """Return the short name of a reference's kind, as shown in ``user.refmount.kind``."""
+    match reference:
+        case Inline():
+            return "inline"
+        case Range():
+            return "range"
+        case Whole():
+            return "whole"
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkGrid:
+    """The chunk keys of one array, derived from its zarr metadata instead of being stored.
+
+    ``array`` is the array's key prefix (``"x"`` or ``"deep/s"``); ``shape`` is the number of
+    chunks along each dimension (``()`` for a 0-d array, which has exactly one chunk);
+    ``separator`` joins the indices (``"."`` keeps them in one name, ``"/"`` nests directories);
+    ``prefix`` is a leading path component such as zarr v3's ``"c"``, or ``""``.
+    Chunk ``n`` is the ``n``-th index of the grid in C order.
+    """
+
+    array: str
+    shape: tuple[int, ...]
+    separator: str
+    prefix: str = ""
+
+    @property
+    def count(self) -> int:
+        """Return how many chunk keys the grid has."""
+        total = 1
+        for extent in self.shape:
+            total *= extent
+        return total
+
+    def scalar_name(self) -> str:
+        """Return the name of the single chunk of a 0-d array."""
+        return self.prefix or "0"
+
+    def key(self, index: int) -> str:
+        """Return the full key of chunk number ``index``."""
+        parts: list[str] = []
+        if self.array:
+            parts.append(self.array)
+        if not self.shape:
+            parts.append(self.scalar_name())
+            return "/".join(parts)
+        if self.prefix:
+            parts.append(self.prefix)
+        indices = unravel(index, self.shape)
+        parts.append(self.separator.join(str(i) for i in indices))
+        return "/".join(parts)
+
+
+def unravel(index: int, shape: Sequence[int]) -> tuple[int, ...]:
+    """Return the C-order multi-index of flat ``index`` in a grid of ``shape``."""
+    out: list[int] = []
+    for extent in reversed(shape):
+        index, rest = divmod(index, extent)
+        out.append(rest)
+    return tuple(reversed(out))
+
+
+def ravel(indices: Sequence[int], shape: Sequence[int]) -> int:
+    """Return the flat C-order index of ``indices`` in a grid of ``shape``."""
+    flat = 0
+    for index, extent in zip(indices, shape, strict=True):
+        flat = flat * extent + index
+    return flat
+
+
+class ReferenceSet(Protocol):
+    """A loaded reference set: explicit keys, plus chunk grids whose keys are derived."""
+
+    @property
+    def source(self) -> str:
+        """Name the reference file or directory, for messages."""
+        ...
+
+    def keys(self) -> Iterable[str]:
+        """Return every explicitly stored key (all keys of JSON, the metadata of Parquet)."""
+        ...
+
+    def get(self, key: str) -> Reference | None:
+        """Return the reference of an explicit key, or ``None``; never blocks."""
+        ...
+
+    @property
+    def grids(self) -> Sequence[ChunkGrid]:
+        """Return the chunk grids whose keys are not stored but derived (Parquet only)."""
+        ...
+
+    def chunk_is_loaded(self, grid: int, index: int) -> bool:
+        """Return True when ``chunk(grid, index)`` will answer without I/O."""
+        ...
+
+    def chunk(self, grid: int, index: int) -> Reference | None:
+        """Return the reference of chunk ``index`` of grid number ``grid``, or ``None`` if absent.
+
+        May block on I/O (a Parquet record file is read the first time it is needed), so
+        callers on an event loop must check ``chunk_is_loaded`` first and use a thread if not.
+        Raises ``ReferenceFormatError`` when the record that holds the chunk is malformed.
+        """
+        ...
+
+
+class ReferenceSource(Protocol):
+    """Where a reference set is read from: a file, or a Parquet directory, local or remote."""
+
+    @property
+    def url(self) -> str:
+        """Return the reference file's URL as the user gave it."""
+        ...
+
+    @property
+    def base_url(self) -> str:
+        """Return the directory that relative target URLs are resolved against."""
+        ...
+
+    def is_directory(self) -> bool:
+        """Return True when the source is a directory (a Parquet reference set)."""
+        ...
+
+    def read(self, relative: str = "") -> bytes:
+        """Return the bytes of the source itself, or of ``relative`` below a directory source.
+
+        Raises ``FileNotFoundError`` when that file does not exist.
+        """
+        ...

@@ -1,0 +1,481 @@
+"""The immutable namespace: names to inodes, directories inferred from ``/`` in keys.
+
+Two kinds of node share one inode space:
+
+* **static nodes** (inodes ``1 … static_count``) come from the explicitly stored keys. They are
+  numbered breadth-first with each directory's children contiguous and sorted by name, so a
+  lookup is a binary search and the numbering is the same on every mount of the same set;
+* **grid nodes** come after, one block of inodes per chunk grid (Parquet arrays). Nothing is
+  stored per chunk: a grid node's name, parent and children are computed from its position
+  in the block, so a 5-million-chunk array costs a few integers.
+
+Whether a grid leaf really exists (its Parquet row may be null) is the reference set's
+business; the tree only knows the names that could exist.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from refmount.errors import ReferenceFormatError
+from refmount.model import ROOT_INODE, ChunkGrid, Inode, ravel, unravel
+
+log = logging.getLogger(__name__)
+
+NAME_MAX = 255
+"""Longest name, in bytes, that Linux filesystems accept."""
+
+
+@dataclass(frozen=True, slots=True)
+class StaticFile:
+    """A file node whose reference is stored under ``key``."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class GridChunk:
+    """A file node that is chunk ``index`` of chunk grid number ``grid``."""
+
+    grid: int
+    index: int
+
+
+FileSource = StaticFile | GridChunk
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One directory entry: its name, inode, and whether it is a directory."""
+
+    name: str
+    inode: Inode
+    is_dir: bool
+
+
+def key_problem(key: str) -> str | None:
+    """Return why ``key`` cannot be a path in a FUSE tree, or None when it can."""
+    if key == "":
+        return "empty key"
+    if key.startswith("/"):
+        return "key starts with '/'"
+    if key.endswith("/"):
+        return "key ends with '/'"
+    if "\x00" in key:
+        return "key contains a NUL character"
+    for part in key.split("/"):
+        if part == "":
+            return "key contains an empty path component ('//')"
+        if part in (".", ".."):
+            return f"key contains a {part!r} path component"
+        try:
+            encoded = part.encode("utf-8")
+        except UnicodeEncodeError:
+            return "key is not valid UTF-8"
+        if len(encoded) > NAME_MAX:
+            return f"path component is {len(encoded)} bytes long (the limit is {NAME_MAX})"
+    return None
+
+
+def canonical_index(name: str, extent: int) -> int | None:
+    """Return the chunk index that ``name`` spells, or None unless it is canonical and in range.
+
+    Canonical means plain ASCII decimal without sign, spaces or leading zeros.
+    """
+    if not name.isascii() or not name.isdigit() or (len(name) > 1 and name[0] == "0"):
+        return None
+    value = int(name)
+    return value if value < extent else None
+
+
+class _Dir(dict[str, "_Dir | None"]):
+    """A directory while the tree is being built: name → subdirectory, or None for a file."""
+
+
+@dataclass(frozen=True, slots=True)
+class _GridBlock:
+    """Where one chunk grid's nodes sit in the inode space, level by level.
+
+    Level ``l`` holds ``levels[l]`` nodes numbered from ``starts[l]``. With a prefix (zarr v3's
+    ``c``) level 0 is the prefix directory. The index levels follow: one level of leaves for the
+    ``.`` separator, one level per dimension for ``/`` (the last level holds the leaves).
+    """
+
+    grid_id: int
+    grid: ChunkGrid
+    owner: Inode
+    levels: tuple[int, ...]
+    starts: tuple[int, ...]
+
+    @property
+    def end(self) -> int:
+        """Return one past the last inode of the block."""
+        return self.starts[-1] + self.levels[-1]
+
+    @property
+    def first_index_level(self) -> int:
+        """Return the level of the first index component (after the prefix directory)."""
+        return 1 if self.grid.prefix and self.grid.shape else 0
+
+    def is_leaf(self, level: int) -> bool:
+        """Return True when nodes at ``level`` are chunk files."""
+        return level == len(self.levels) - 1
+
+    def inode(self, level: int, index: int) -> Inode:
+        """Return the inode of node ``index`` at ``level``."""
+        return Inode(self.starts[level] + index)
+
+    def locate(self, inode: int) -> tuple[int, int]:
+        """Return ``(level, index)`` of an inode inside the block."""
+        level = bisect.bisect_right(self.starts, inode) - 1
+        return level, inode - self.starts[level]
+
+    def dimension(self, level: int) -> int:
+        """Return the grid dimension that an index level spells (``/`` separator only)."""
+        return level - self.first_index_level
+
+    def name(self, level: int, index: int) -> str:
+        """Return the name of a node."""
+        grid = self.grid
+        if not grid.shape:
+            return grid.scalar_name()
+        if level < self.first_index_level:
+            return grid.prefix
+        if grid.separator != "/":
+            return grid.separator.join(str(i) for i in unravel(index, grid.shape))
+        return str(index % grid.shape[self.dimension(level)])
+
+    def parent(self, level: int, index: int) -> Inode:
+        """Return the inode of a node's parent directory."""
+        if level == 0:
+            return self.owner
+        if level == self.first_index_level:
+            return self.inode(0, 0)
+        extent = self.grid.shape[self.dimension(level)]
+        return self.inode(level - 1, index // extent)
+
+    def child_range(self, level: int | None, index: int) -> tuple[int, int, int]:
+        """Return ``(child level, first index, count)`` for the children of a grid directory.
+
+        ``level`` None means the owning array directory.
+        """
+        child_level = 0 if level is None else level + 1
+        if level is None or level < self.first_index_level:
+            return child_level, 0, self.levels[child_level]
+        extent = self.grid.shape[self.dimension(child_level)]
+        return child_level, index * extent, extent
+
+    def child_named(self, level: int | None, index: int, name: str) -> Inode | None:
+        """Return the child of a grid directory called ``name``, if the grid has one."""
+        grid = self.grid
+        child_level, first, count = self.child_range(level, index)
+        if child_level < self.first_index_level or not grid.shape:
+            return self.inode(child_level, 0) if name == self.name(child_level, 0) else None
+        if grid.separator != "/":
+            parts = name.split(grid.separator)
+            if len(parts) != len(grid.shape):
+                return None
+            indices = [canonical_index(p, e) for p, e in zip(parts, grid.shape, strict=True)]
+            if any(i is None for i in indices):
+                return None
+            return self.inode(child_level, ravel([i or 0 for i in indices], grid.shape))
+        value = canonical_index(name, count)
+        return None if value is None else self.inode(child_level, first + value)
+
+    def chunk_index(self, level: int, index: int) -> int:
+        """Return the chunk number of a leaf node (leaves are numbered in C order)."""
+        return index
+
+
+def _grid_block(grid_id: int, grid: ChunkGrid, owner: Inode, start: int) -> _GridBlock:
+    levels: list[int] = []
+    if grid.prefix and grid.shape:
+        levels.append(1)
+    if not grid.shape:
+        levels.append(1)
+    elif grid.separator != "/":
+        levels.append(grid.count)
+    else:
+        nodes = 1
+        for extent in grid.shape:
+            nodes *= extent
+            levels.append(nodes)
+    starts: list[int] = []
+    position = start
+    for count in levels:
+        starts.append(position)
+        position += count
+    return _GridBlock(grid_id, grid, owner, tuple(levels), tuple(starts))
+
+
+class Tree:
+    """The mounted namespace. Immutable once built; safe to share between tasks and threads."""
+
+    def __init__(
+        self,
+        names: list[str],
+        parents: array[int],
+        first_child: array[int],
+        child_count: array[int],
+        is_dir: bytearray,
+        blocks: list[_GridBlock],
+    ) -> None:
+        self._names = names
+        self._parents = parents
+        self._first_child = first_child
+        self._child_count = child_count
+        self._is_dir = is_dir
+        self._blocks = blocks
+        self._block_starts = [block.starts[0] for block in blocks]
+        self._blocks_by_owner = {block.owner: block for block in blocks}
+
+    # ----------------------------------------------------------------- building
+
+    @classmethod
+    def build(
+        cls,
+        keys: Iterable[str],
+        grids: Sequence[ChunkGrid] = (),
+        *,
+        source: str,
+        skip_invalid: bool = False,
+    ) -> Tree:
+        """Build the tree of ``keys`` plus the chunk ``grids``.
+
+        Keys FUSE cannot represent (see ``key_problem``), and a key that is both a file and a
+        directory, raise ``ReferenceFormatError`` naming them; with ``skip_invalid`` they are
+        left out with one warning each.
+        """
+        root = _Dir()
+        problems: list[tuple[str, str]] = []
+        for key in keys:
+            problem = key_problem(key)
+            if problem is None:
+                _insert_file(root, key, problems)
+            else:
+                problems.append((key, problem))
+        for grid in grids:
+            if grid.array:
+                _descend(root, grid.array.split("/"), problems)
+        _report(problems, source, skip_invalid)
+        tree = cls._number(root, grids)
+        _report(tree._grid_collisions(), source, skip_invalid)
+        return tree
+
+    @classmethod
+    def _number(cls, root: _Dir, grids: Sequence[ChunkGrid]) -> Tree:
+        names = ["", ""]  # index 0 unused so that inode == list index; index 1 is the root
+        parents = array("q", [0, ROOT_INODE])
+        first_child = array("q", [0, 0])
+        child_count = array("q", [0, 0])
+        is_dir = bytearray([0, 1])
+        queue: list[tuple[int, _Dir]] = [(ROOT_INODE, root)]
+        position = 0
+        while position < len(queue):
+            inode, directory = queue[position]
+            position += 1
+            first_child[inode] = len(names)
+            child_count[inode] = len(directory)
+            for name in sorted(directory):
+                child = directory[name]
+                child_inode = len(names)
+                names.append(name)
+                parents.append(inode)
+                first_child.append(0)
+                child_count.append(0)
+                is_dir.append(child is not None)
+                if child is not None:
+                    queue.append((child_inode, child))
+        blocks: list[_GridBlock] = []
+        next_inode = len(names)
+        tree = cls(names, parents, first_child, child_count, is_dir, [])
+        for grid_id, grid in enumerate(grids):
+            owner = tree._static_path(grid.array)
+            block = _grid_block(grid_id, grid, owner, next_inode)
+            blocks.append(block)
+            next_inode = block.end
+        return cls(names, parents, first_child, child_count, is_dir, blocks)
+
+    def _static_path(self, path: str) -> Inode:
+        inode = ROOT_INODE
+        for part in path.split("/") if path else ():
+            child = self._static_child(inode, part)
+            assert child is not None, path
+            inode = child
+        return inode
+
+    def _grid_collisions(self) -> list[tuple[str, str]]:
+        collisions = []
+        for block in self._blocks:
+            start = self._first_child[block.owner]
+            for child in range(start, start + self._child_count[block.owner]):
+                if block.child_named(None, 0, self._names[child]) is not None:
+                    key = self.path(Inode(child))
+                    collisions.append((key, "name is also a chunk key of its array"))
+        return collisions
+
+    # ----------------------------------------------------------------- queries
+
+    @property
+    def static_count(self) -> int:
+        """Return how many static nodes there are (inodes ``1 … static_count``)."""
+        return len(self._names) - 1
+
+    @property
+    def node_count(self) -> int:
+        """Return how many nodes could exist, counting every grid position."""
+        return (self._blocks[-1].end - 1) if self._blocks else self.static_count
+
+    def is_static(self, inode: Inode) -> bool:
+        """Return True when the node comes from an explicitly stored key."""
+        return 1 <= inode < len(self._names)
+
+    def exists(self, inode: int) -> bool:
+        """Return True when ``inode`` is a number this tree gave out."""
+        return 1 <= inode <= self.node_count
+
+    def is_dir(self, inode: Inode) -> bool:
+        """Return True for directories."""
+        if self.is_static(inode):
+            return bool(self._is_dir[inode])
+        block, level, _ = self._grid_node(inode)
+        return not block.is_leaf(level)
+
+    def parent(self, inode: Inode) -> Inode:
+        """Return the parent directory (the root is its own parent)."""
+        if self.is_static(inode):
+            return Inode(self._parents[inode])
+        block, level, index = self._grid_node(inode)
+        return block.parent(level, index)
+
+    def name(self, inode: Inode) -> str:
+        """Return the node's own name (``""`` for the root)."""
+        if self.is_static(inode):
+            return self._names[inode]
+        block, level, index = self._grid_node(inode)
+        return block.name(level, index)
+
+    def path(self, inode: Inode) -> str:
+        """Return the node's full path below the mountpoint, which is its key for files."""
+        parts: list[str] = []
+        while inode != ROOT_INODE:
+            parts.append(self.name(inode))
+            inode = self.parent(inode)
+        return "/".join(reversed(parts))
+
+    def file_source(self, inode: Inode) -> FileSource:
+        """Return where a file's reference comes from."""
+        if self.is_static(inode):
+            return StaticFile(self.path(inode))
+        block, level, index = self._grid_node(inode)
+        return GridChunk(block.grid_id, block.chunk_index(level, index))
+
+    def lookup(self, parent: Inode, name: str) -> Inode | None:
+        """Return the child of directory ``parent`` called ``name``; handles ``.`` and ``..``."""
+        if name == ".":
+            return parent
+        if name == "..":
+            return self.parent(parent)
+        if self.is_static(parent):
+            child = self._static_child(parent, name)
+            if child is not None:
+                return child
+            block = self._blocks_by_owner.get(parent)
+            return None if block is None else block.child_named(None, 0, name)
+        block, level, index = self._grid_node(parent)
+        if block.is_leaf(level):
+            return None
+        return block.child_named(level, index, name)
+
+    def children(self, inode: Inode, start: int = 0) -> Iterator[tuple[Entry, int]]:
+        """Yield a directory's entries from position ``start``, each with the next position.
+
+        Positions are stable (the tree never changes), so they serve as readdir offsets.
+        Static children come first, sorted by name; grid children follow in index order.
+        """
+        if self.is_static(inode):
+            first = self._first_child[inode]
+            count = self._child_count[inode]
+            for position in range(start, count):
+                child = Inode(first + position)
+                yield Entry(self._names[child], child, bool(self._is_dir[child])), position + 1
+            block = self._blocks_by_owner.get(inode)
+            if block is not None:
+                yield from self._grid_children(block, None, 0, max(start - count, 0), count)
+            return
+        block, level, index = self._grid_node(inode)
+        if not block.is_leaf(level):
+            yield from self._grid_children(block, level, index, start, 0)
+
+    def _grid_children(
+        self, block: _GridBlock, level: int | None, index: int, start: int, offset: int
+    ) -> Iterator[tuple[Entry, int]]:
+        child_level, first, count = block.child_range(level, index)
+        is_dir = not block.is_leaf(child_level)
+        for position in range(start, count):
+            child_index = first + position
+            child = block.inode(child_level, child_index)
+            name = block.name(child_level, child_index)
+            yield Entry(name, child, is_dir), offset + position + 1
+
+    def _static_child(self, parent: Inode, name: str) -> Inode | None:
+        if not self._is_dir[parent]:
+            return None
+        first = self._first_child[parent]
+        end = first + self._child_count[parent]
+        position = bisect.bisect_left(self._names, name, first, end)
+        if position < end and self._names[position] == name:
+            return Inode(position)
+        return None
+
+    def _grid_node(self, inode: int) -> tuple[_GridBlock, int, int]:
+        position = bisect.bisect_right(self._block_starts, inode) - 1
+        if position < 0 or inode >= self._blocks[position].end:
+            raise KeyError(inode)
+        block = self._blocks[position]
+        level, index = block.locate(inode)
+        return block, level, index
+
+
+def _insert_file(root: _Dir, key: str, problems: list[tuple[str, str]]) -> None:
+    """Add a file key, appending ``(key, problem)`` for any key that has to go.
+
+    A name that is both a file and a directory always costs the *file* key, whichever came
+    first, so the outcome does not depend on key order.
+    """
+    parts = key.split("/")
+    directory = _descend(root, parts[:-1], problems)
+    leaf = parts[-1]
+    if leaf in directory:
+        problem = "duplicate key" if directory[leaf] is None else "is both a file and a directory"
+        problems.append((key, problem))
+        return
+    directory[leaf] = None
+
+
+def _descend(root: _Dir, parts: list[str], problems: list[tuple[str, str]]) -> _Dir:
+    """Walk (creating) the directories ``parts``; a file in the way becomes a directory."""
+    directory = root
+    for depth, part in enumerate(parts):
+        child = directory.get(part, _Dir())
+        if child is None:
+            child = _Dir()
+            problems.append(("/".join(parts[: depth + 1]), "is both a file and a directory"))
+        directory[part] = child
+        directory = child
+    return directory
+
+
+def _report(problems: list[tuple[str, str]], source: str, skip_invalid: bool) -> None:
+    if not problems:
+        return
+    if not skip_invalid:
+        key, problem = problems[0]
+        more = f" (and {len(problems) - 1} more invalid keys)" if len(problems) > 1 else ""
+        raise ReferenceFormatError(source, key, problem + more)
+    for key, problem in problems:
+        log.warning("%s: skipping key %r: %s", source, key, problem)

@@ -1,0 +1,109 @@
+"""Test doubles that stand in for refmount's I/O seams in unit tests."""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from refmount.model import ChunkGrid, Reference
+
+
+@dataclass
+class LocalSource:
+    """A ``ReferenceSource`` over a local file or directory that counts what it reads."""
+
+    path: Path
+    reads: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return str(self.path)
+
+    @property
+    def base_url(self) -> str:
+        return str(self.path.parent)
+
+    def is_directory(self) -> bool:
+        return self.path.is_dir()
+
+    def read(self, relative: str = "") -> bytes:
+        self.reads.append(relative)
+        target = self.path / relative if relative else self.path
+        if not target.is_file():
+            raise FileNotFoundError(posixpath.join(str(self.path), relative))
+        return target.read_bytes()
+
+
+@dataclass
+class MemoryTarget:
+    """A reader ``Target`` over in-memory objects that counts requests and can fail them.
+
+    ``truncate`` serves an object shorter than it is; ``failing`` URLs raise ``RemoteError``;
+    ``gate`` (a ``trio.Event``) holds every request until it is set.
+    """
+
+    objects: dict[str, bytes] = field(default_factory=dict)
+    ranges: list[tuple[str, int, int]] = field(default_factory=list)
+    sizes: list[str] = field(default_factory=list)
+    failing: set[str] = field(default_factory=set)
+    truncate: dict[str, int] = field(default_factory=dict)
+    gate: object | None = None
+
+    async def read_range(self, url: str, start: int, end: int) -> bytes:
+        from refmount.errors import RemoteError
+
+        self.ranges.append((url, start, end))
+        if self.gate is not None:
+            await self.gate.wait()  # type: ignore[attr-defined]
+        if url in self.failing or url not in self.objects:
+            raise RemoteError(url, "injected failure")
+        data = self.objects[url][: self.truncate.get(url)]
+        return data[start:end]
+
+    async def size(self, url: str) -> int:
+        from refmount.errors import RemoteError
+
+        self.sizes.append(url)
+        if url in self.failing or url not in self.objects:
+            raise RemoteError(url, "injected failure")
+        return len(self.objects[url])
+
+
+@dataclass
+class DictReferences:
+    """A ``ReferenceSet`` from dicts; ``chunks[g][i]`` serve the grids, ``loaded`` marks which
+    chunks answer without I/O, and ``chunk_calls`` records every ``chunk`` call."""
+
+    explicit: dict[str, Reference] = field(default_factory=dict)
+    grid_list: list[ChunkGrid] = field(default_factory=list)
+    chunks: dict[int, dict[int, Reference]] = field(default_factory=dict)
+    loaded: bool = True
+    chunk_calls: list[tuple[int, int]] = field(default_factory=list)
+    broken: set[tuple[int, int]] = field(default_factory=set)
+
+    @property
+    def source(self) -> str:
+        return "refs.test"
+
+    def keys(self) -> Iterable[str]:
+        return self.explicit.keys()
+
+    def get(self, key: str) -> Reference | None:
+        return self.explicit.get(key)
+
+    @property
+    def grids(self) -> Sequence[ChunkGrid]:
+        return self.grid_list
+
+    def chunk_is_loaded(self, grid: int, index: int) -> bool:
+        return self.loaded
+
+    def chunk(self, grid: int, index: int) -> Reference | None:
+        from refmount.errors import ReferenceFormatError
+
+        self.chunk_calls.append((grid, index))
+        if (grid, index) in self.broken:
+            raise ReferenceFormatError("refs.test/x/refs.0.parq", "x/0", "injected corruption")
+        return self.chunks.get(grid, {}).get(index)

@@ -1,0 +1,212 @@
+"""End-to-end: the real CLI mounts generated reference sets; listings, sizes and bytes through
+the kernel equal what fsspec (or the source data) says."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from tests.integration.datasets import Dataset, json_v0, json_v1, target_bytes
+from tests.integration.mounting import Mount, mounted, requires_fuse
+
+pytestmark = [pytest.mark.fuse, requires_fuse]
+
+
+def tree_of(root: Path) -> dict[str, bytes]:
+    """Read every file below ``root`` through ordinary system calls."""
+    found: dict[str, bytes] = {}
+    for directory, _, files in os.walk(root):
+        for name in files:
+            path = Path(directory) / name
+            found[str(path.relative_to(root))] = path.read_bytes()
+    return found
+
+
+def check_sizes_match_bytes(mount: Mount, dataset: Dataset) -> None:
+    for key, data in dataset.expected.items():
+        assert (mount.path / key).stat().st_size == len(data), key
+
+
+def test_json_v0_every_value_kind(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        assert tree_of(mount.path) == dataset.expected
+        check_sizes_match_bytes(mount, dataset)
+        assert sorted(os.listdir(mount.path / "x")) == [".zarray", "deep"]
+
+
+def test_json_v0_bytes_equal_fsspec_cat(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    fs = fsspec.filesystem("reference", fo=str(dataset.refs), remote_protocol="file")
+    # fsspec resolves relative URLs against the working directory; run it from the refs dir
+    cwd = os.getcwd()
+    os.chdir(dataset.refs.parent)
+    try:
+        with mounted(dataset.refs, tmp_path / "mnt") as mount:
+            for key in dataset.expected:
+                if key in (".zgroup", ".zattrs", "x/.zarray"):
+                    continue  # fsspec re-serialises JSON objects with ujson when installed
+                assert (mount.path / key).read_bytes() == fs.cat(key), key
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_json_v1_templates_and_gen(tmp_path: Path, compress: bool) -> None:
+    dataset = json_v1(tmp_path / "v1", compress=compress)
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        assert tree_of(mount.path) == dataset.expected
+        check_sizes_match_bytes(mount, dataset)
+
+
+def test_pread_at_odd_offsets_and_past_the_end(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    whole = dataset.expected["whole"]
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        fd = os.open(mount.path / "whole", os.O_RDONLY)
+        try:
+            for offset, size in [(0, 1), (1, 4095), (4097, 131_073), (299_990, 100), (123, 0)]:
+                assert os.pread(fd, size, offset) == whole[offset : offset + size]
+            assert os.pread(fd, 10, len(whole)) == b""
+            assert os.pread(fd, 10, len(whole) + 12345) == b""
+        finally:
+            os.close(fd)
+        with open(mount.path / "absolute", "rb") as handle:
+            handle.seek(4000)
+            assert handle.read() == dataset.expected["absolute"][4000:]
+
+
+def test_writes_are_refused_with_erofs(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        attempts = [
+            lambda: open(mount.path / "text", "wb"),
+            lambda: open(mount.path / "text", "ab"),
+            lambda: open(mount.path / "new", "wb"),
+            lambda: os.mkdir(mount.path / "newdir"),
+            lambda: os.unlink(mount.path / "text"),
+            lambda: os.rename(mount.path / "text", mount.path / "t2"),
+            lambda: os.chmod(mount.path / "text", 0o666),
+            lambda: os.truncate(mount.path / "text", 0),
+            lambda: os.symlink("text", mount.path / "link"),
+            lambda: os.setxattr(mount.path / "text", "user.x", b"1"),
+        ]
+        for attempt in attempts:
+            with pytest.raises(OSError) as caught:
+                attempt()
+            assert caught.value.errno == errno.EROFS
+        assert (mount.path / "text").read_bytes() == dataset.expected["text"]
+
+
+def test_missing_names_are_enoent_and_stay_so(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        for _ in range(2):
+            with pytest.raises(FileNotFoundError):
+                (mount.path / "nope").stat()
+        with pytest.raises(NotADirectoryError):
+            (mount.path / "text" / "x").stat()
+
+
+def test_extended_attributes_say_where_bytes_live(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        path = mount.path / "absolute"
+        assert sorted(os.listxattr(path)) == [
+            "user.refmount.kind",
+            "user.refmount.length",
+            "user.refmount.offset",
+            "user.refmount.url",
+        ]
+        assert os.getxattr(path, "user.refmount.kind") == b"range"
+        assert os.getxattr(path, "user.refmount.url") == str(dataset.refs.parent / "data.bin").encode()
+        assert os.getxattr(path, "user.refmount.offset") == b"1000"
+        assert os.getxattr(path, "user.refmount.length") == b"4096"
+        assert os.getxattr(mount.path / "whole", "user.refmount.kind") == b"whole"
+        assert os.getxattr(mount.path / "text", "user.refmount.kind") == b"inline"
+
+
+def test_stat_is_stable(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    mtime = dataset.refs.stat().st_mtime
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        first = {k: (mount.path / k).stat() for k in dataset.expected}
+        inodes = {k: s.st_ino for k, s in first.items()}
+        assert len(set(inodes.values())) == len(inodes)
+        assert all(s.st_mtime == pytest.approx(mtime) for s in first.values())
+        assert all(s.st_mode & 0o777 == 0o444 for s in first.values())
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        assert {k: (mount.path / k).stat().st_ino for k in dataset.expected} == inodes
+
+
+def test_target_shorter_than_declared_is_eio_and_the_mount_survives(tmp_path: Path) -> None:
+    directory = tmp_path / "short"
+    directory.mkdir()
+    (directory / "small.bin").write_bytes(b"0123456789")
+    refs = {"ok": ["small.bin", 0, 4], "short": ["small.bin", 5, 100], "gone": ["nope.bin", 0, 1]}
+    (directory / "refs.json").write_text(json.dumps(refs))
+    with mounted(directory / "refs.json", tmp_path / "mnt") as mount:
+        assert (mount.path / "short").stat().st_size == 100
+        for name in ("short", "gone"):
+            with pytest.raises(OSError) as caught:
+                (mount.path / name).read_bytes()
+            assert caught.value.errno == errno.EIO
+        assert (mount.path / "ok").read_bytes() == b"0123"
+    log = mount.log_text()
+    assert "'short'" in log
+    assert "returned 5 bytes, expected 100" in log
+    assert str(directory / "nope.bin") in log
+
+
+@pytest.mark.filterwarnings("ignore:The 'fastparquet' engine is deprecated")
+def test_parquet_set_written_by_kerchunk(tmp_path: Path) -> None:
+    refs_to_dataframe = pytest.importorskip("kerchunk.df").refs_to_dataframe
+    directory = tmp_path / "pq"
+    directory.mkdir()
+    data = target_bytes(10_000, 3)
+    (directory / "data.bin").write_bytes(data)
+    target = str(directory / "data.bin")
+    refs = {
+        ".zgroup": json.dumps({"zarr_format": 2}),
+        "x/.zarray": json.dumps(
+            {"shape": [4, 6], "chunks": [2, 3], "dtype": "<u1", "compressor": None,
+             "fill_value": 0, "filters": None, "order": "C", "zarr_format": 2}
+        ),
+        "x/0.0": [target, 0, 6],
+        "x/0.1": [target, 6, 6],
+        "x/1.0": [target, 100, 6],
+        "z/.zarray": json.dumps(
+            {"shape": [5], "chunks": [1], "dtype": "<u1", "compressor": None,
+             "fill_value": 0, "filters": None, "order": "C", "zarr_format": 2}
+        ),
+        "z/0": base64_ref(b"\x00\x01"),
+        "z/1": "rawtext",
+        "z/2": [target, 12, 4],
+        "z/4": [target, 1, 2],
+    }
+    refs_to_dataframe(refs, str(directory / "refs.parq"), record_size=3)
+    with mounted(directory / "refs.parq", tmp_path / "mnt") as mount:
+        assert sorted(os.listdir(mount.path)) == [".zgroup", ".zmetadata", "x", "z"]
+        assert sorted(os.listdir(mount.path / "x")) == [".zarray", "0.0", "0.1", "1.0"]
+        assert sorted(os.listdir(mount.path / "z")) == [".zarray", "0", "1", "2", "4"]
+        assert (mount.path / "x/0.1").read_bytes() == data[6:12]
+        assert (mount.path / "x/1.0").read_bytes() == data[100:106]
+        assert (mount.path / "z/0").read_bytes() == b"\x00\x01"
+        assert (mount.path / "z/1").read_bytes() == b"rawtext"
+        assert (mount.path / "z/1").stat().st_size == 7
+        assert (mount.path / "z/2").read_bytes() == data[12:16]
+        for absent in ("x/1.1", "z/3", "z/5", "x/0.2", "x/0.0.0"):
+            assert not (mount.path / absent).exists(), absent
+        zarray = json.loads((mount.path / "x/.zarray").read_bytes())
+        assert zarray["chunks"] == [2, 3]
+
+
+def base64_ref(data: bytes) -> str:
+    import base64
+
+    return "base64:" + base64.b64encode(data).decode()

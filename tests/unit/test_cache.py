@@ -1,0 +1,48 @@
+"""Tests of the byte-budgeted LRU cache."""
+
+from __future__ import annotations
+
+from refmount.cache import ByteCache
+
+
+def test_keeps_values_within_the_budget_evicting_least_recently_used() -> None:
+    cache = ByteCache(10)
+    cache.put("a", b"1234")
+    cache.put("b", b"1234")
+    assert cache.get("a") == b"1234"  # now b is the least recently used
+    cache.put("c", b"1234")
+    assert cache.get("b") is None
+    assert cache.get("a") == b"1234"
+    assert cache.get("c") == b"1234"
+    assert cache.size == 8
+    stats = cache.statistics()
+    assert (stats.entries, stats.evictions, stats.hits, stats.misses) == (2, 1, 3, 1)
+
+
+def test_value_larger_than_the_budget_is_not_kept() -> None:
+    cache = ByteCache(4)
+    cache.put("small", b"12")
+    cache.put("big", b"12345")
+    assert cache.get("big") is None
+    assert cache.get("small") == b"12"
+
+
+def test_reserve_makes_room_for_data_in_flight() -> None:
+    cache = ByteCache(10)
+    cache.put("a", b"12345")
+    cache.put("b", b"12345")
+    cache.shrink(reserve=3)
+    assert cache.get("a") is None
+    assert cache.get("b") == b"12345"
+    cache.put("c", b"1", reserve=5)
+    assert cache.size <= 5
+
+
+def test_replacing_a_key_does_not_double_count() -> None:
+    cache = ByteCache(10)
+    cache.put("a", b"123")
+    cache.put("a", b"12345")
+    assert cache.size == 5
+    cache.discard("a")
+    cache.discard("a")
+    assert cache.size == 0

@@ -1,0 +1,236 @@
+"""Tests of FUSE semantics by calling the filesystem core directly (no kernel)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+import pytest
+
+from refmount.config import ReadConfig
+from refmount.errors import FilesystemError, ReferenceFormatError, TargetReadError
+from refmount.filesystem import READDIR_BATCH, Owner, RefFilesystem
+from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Whole
+from refmount.reader import Reader
+from refmount.tree import Tree
+from tests.fakes import DictReferences, MemoryTarget
+
+DATA = b"HELLO WORLD 0123456789abcdefghijklmnopqrstuvwxyz"
+MTIME_NS = 1_700_000_000_000_000_000
+
+
+def make_fs(
+    references: DictReferences, target: MemoryTarget | None = None
+) -> tuple[RefFilesystem, MemoryTarget]:
+    target = target or MemoryTarget(objects={"mem://d": DATA})
+    tree = Tree.build(references.keys(), references.grids, source=references.source)
+    reader = Reader(target, ReadConfig())
+    owner = Owner(uid=1234, gid=5678)
+    return RefFilesystem(tree, references, reader, owner=owner, mtime_ns=MTIME_NS), target
+
+
+@pytest.fixture
+def simple() -> RefFilesystem:
+    refs = DictReferences(
+        explicit={
+            "text": Inline("héllo☃".encode()),
+            "dir/range": Range("mem://d", 6, 5),
+            "dir/whole": Whole("mem://d"),
+            "dir/empty": Range("mem://d", 5, 0),
+            "dir/sub/gone": Range("mem://missing", 0, 3),
+        }
+    )
+    return make_fs(refs)[0]
+
+
+async def path_inode(fs: RefFilesystem, path: str) -> Inode:
+    inode = ROOT_INODE
+    for part in path.split("/"):
+        attributes = await fs.lookup(inode, part)
+        assert attributes is not None, path
+        inode = attributes.inode
+    return inode
+
+
+async def read_all(fs: RefFilesystem, path: str) -> bytes:
+    handle = await fs.open(await path_inode(fs, path), os.O_RDONLY)
+    try:
+        return await fs.read(handle, 0, 1 << 20)
+    finally:
+        fs.release(handle)
+
+
+async def test_sizes_are_the_bytes_a_read_returns(simple: RefFilesystem) -> None:
+    for path, expected in [
+        ("text", "héllo☃".encode()),
+        ("dir/range", b"WORLD"),
+        ("dir/whole", DATA),
+        ("dir/empty", b""),
+    ]:
+        attributes = await simple.getattr(await path_inode(simple, path))
+        assert attributes.size == len(expected), path
+        assert await read_all(simple, path) == expected
+
+
+async def test_attributes_of_files_and_directories(simple: RefFilesystem) -> None:
+    root = await simple.getattr(ROOT_INODE)
+    assert root.is_dir
+    assert stat.S_ISDIR(root.mode)
+    assert root.mode & 0o777 == 0o555
+    text = await simple.getattr(await path_inode(simple, "text"))
+    assert stat.S_ISREG(text.mode)
+    assert text.mode & 0o777 == 0o444
+    assert (text.uid, text.gid, text.mtime_ns, text.nlink) == (1234, 5678, MTIME_NS, 1)
+    assert text.blocks == 1
+
+
+async def test_lookup_of_a_missing_name_is_none(simple: RefFilesystem) -> None:
+    assert await simple.lookup(ROOT_INODE, "nope") is None
+    with pytest.raises(FilesystemError) as caught:
+        await simple.lookup(await path_inode(simple, "text"), "x")
+    assert caught.value.errno == errno.ENOTDIR
+
+
+async def test_unknown_inode_is_enoent(simple: RefFilesystem) -> None:
+    with pytest.raises(FilesystemError) as caught:
+        await simple.getattr(Inode(10_000))
+    assert caught.value.errno == errno.ENOENT
+
+
+async def test_readdir_lists_with_attributes_and_resumes(simple: RefFilesystem) -> None:
+    directory = await path_inode(simple, "dir")
+    listing = await simple.readdir(directory, 0)
+    names = [entry.name for entry, _, _ in listing]
+    assert names == [".", "..", "empty", "range", "sub", "whole"]
+    assert listing[0][0].inode == directory
+    assert listing[1][0].inode == ROOT_INODE
+    sizes = {entry.name: attributes.size for entry, attributes, _ in listing[2:]}
+    assert sizes == {"empty": 0, "range": 5, "sub": 0, "whole": len(DATA)}
+    assert await simple.readdir(directory, 1) == listing[1:]
+    resume = listing[3][2]
+    again = await simple.readdir(directory, resume)
+    assert [entry.name for entry, _, _ in again] == ["sub", "whole"]
+    assert await simple.readdir(directory, listing[-1][2]) == []
+
+
+async def test_reads_at_odd_offsets_and_past_the_end(simple: RefFilesystem) -> None:
+    handle = await simple.open(await path_inode(simple, "dir/whole"), os.O_RDONLY)
+    assert await simple.read(handle, 3, 7) == DATA[3:10]
+    assert await simple.read(handle, 47, 10) == DATA[47:]
+    assert await simple.read(handle, 48, 10) == b""
+    assert await simple.read(handle, 10_000, 10) == b""
+    simple.release(handle)
+    assert simple.open_files == 0
+
+
+@pytest.mark.parametrize(
+    "flags", [os.O_WRONLY, os.O_RDWR, os.O_RDONLY | os.O_TRUNC, os.O_WRONLY | os.O_APPEND]
+)
+async def test_opening_for_writing_is_refused(simple: RefFilesystem, flags: int) -> None:
+    with pytest.raises(FilesystemError) as caught:
+        await simple.open(await path_inode(simple, "text"), flags)
+    assert caught.value.errno == errno.EROFS
+
+
+async def test_opening_a_directory_is_eisdir(simple: RefFilesystem) -> None:
+    with pytest.raises(FilesystemError) as caught:
+        await simple.open(await path_inode(simple, "dir"), os.O_RDONLY)
+    assert caught.value.errno == errno.EISDIR
+
+
+async def test_failing_target_fails_only_that_file(simple: RefFilesystem) -> None:
+    handle = await simple.open(await path_inode(simple, "dir/sub/gone"), os.O_RDONLY)
+    with pytest.raises(TargetReadError) as caught:
+        await simple.read(handle, 0, 10)
+    assert caught.value.errno == errno.EIO
+    assert caught.value.key == "dir/sub/gone"
+    assert await read_all(simple, "dir/range") == b"WORLD"
+
+
+async def test_extended_attributes(simple: RefFilesystem) -> None:
+    rng = await path_inode(simple, "dir/range")
+    assert await simple.listxattr(rng) == [
+        "user.refmount.kind",
+        "user.refmount.url",
+        "user.refmount.offset",
+        "user.refmount.length",
+    ]
+    assert await simple.getxattr(rng, "user.refmount.kind") == b"range"
+    assert await simple.getxattr(rng, "user.refmount.url") == b"mem://d"
+    assert await simple.getxattr(rng, "user.refmount.offset") == b"6"
+    assert await simple.getxattr(rng, "user.refmount.length") == b"5"
+    whole = await path_inode(simple, "dir/whole")
+    assert await simple.getxattr(whole, "user.refmount.kind") == b"whole"
+    assert await simple.getxattr(whole, "user.refmount.length") == str(len(DATA)).encode()
+    text = await path_inode(simple, "text")
+    assert await simple.getxattr(text, "user.refmount.kind") == b"inline"
+    assert await simple.getxattr(text, "user.refmount.url") == b""
+    assert await simple.getxattr(text, "user.refmount.length") == b"9"
+    assert await simple.listxattr(await path_inode(simple, "dir")) == []
+    with pytest.raises(FilesystemError) as caught:
+        await simple.getxattr(text, "user.other")
+    assert caught.value.errno == errno.ENODATA
+
+
+def grid_fs(loaded: bool = True) -> tuple[RefFilesystem, DictReferences]:
+    grid = ChunkGrid("x", (2, 3), ".")
+    present = {0: Range("mem://d", 0, 6), 1: Inline(b"ab"), 4: Whole("mem://d")}
+    refs = DictReferences(
+        explicit={"x/.zarray": Inline(b"{}")}, grid_list=[grid], chunks={0: present}, loaded=loaded
+    )
+    return make_fs(refs)[0], refs
+
+
+async def test_absent_chunks_are_neither_listed_nor_found() -> None:
+    fs, _ = grid_fs()
+    array = await path_inode(fs, "x")
+    listing = (await fs.readdir(array, 0))[2:]
+    assert [entry.name for entry, _, _ in listing] == [".zarray", "0.0", "0.1", "1.1"]
+    assert [attributes.size for _, attributes, _ in listing] == [2, 6, 2, len(DATA)]
+    assert await fs.lookup(array, "0.2") is None
+    assert await fs.lookup(array, "0.3") is None
+    assert await read_all(fs, "x/0.0") == b"HELLO "
+
+
+async def test_chunks_not_yet_loaded_are_fetched_in_a_worker_thread() -> None:
+    fs, refs = grid_fs(loaded=False)
+    assert await read_all(fs, "x/0.1") == b"ab"
+    assert (0, 1) in refs.chunk_calls
+
+
+async def test_corrupt_record_is_an_error_for_that_chunk_only() -> None:
+    fs, refs = grid_fs()
+    refs.broken.add((0, 0))
+    array = await path_inode(fs, "x")
+    with pytest.raises(ReferenceFormatError):
+        await fs.lookup(array, "0.0")
+    assert await read_all(fs, "x/0.1") == b"ab"
+
+
+async def test_readdir_streams_in_batches() -> None:
+    count = READDIR_BATCH * 2 + 5
+    grid = ChunkGrid("big", (count,), ".")
+    refs = DictReferences(
+        explicit={"big/.zarray": Inline(b"{}")},
+        grid_list=[grid],
+        chunks={0: {i: Inline(b"x") for i in range(count) if i % 3}},
+    )
+    fs = make_fs(refs)[0]
+    array = await path_inode(fs, "big")
+    names: list[str] = []
+    position = 0
+    batches = 0
+    while batch := await fs.readdir(array, position):
+        batches += 1
+        assert len(batch) <= READDIR_BATCH
+        names.extend(entry.name for entry, _, _ in batch)
+        position = batch[-1][2]
+    assert names == [".", "..", ".zarray"] + [str(i) for i in range(count) if i % 3]
+    assert batches == 2
+
+
+def test_statfs_reports_names_and_limits(simple: RefFilesystem) -> None:
+    figures = simple.statfs()
+    assert figures.name_max == 255
+    assert figures.files >= 7

@@ -1,0 +1,179 @@
+"""Tests of the read path against a counting, fault-injecting in-memory target."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from refmount.config import ReadConfig
+from refmount.errors import ShortReadError, TargetReadError
+from refmount.model import Inline, Range, Whole
+from refmount.reader import Reader
+from tests.fakes import MemoryTarget
+
+DATA = bytes(range(256)) * 64  # 16 KiB
+
+
+@pytest.fixture
+def target() -> MemoryTarget:
+    return MemoryTarget(objects={"mem://obj": DATA})
+
+
+def reader_for(target: MemoryTarget, **config: int) -> Reader:
+    return Reader(target, ReadConfig(**config))
+
+
+async def test_inline_reads_slice_without_io(target: MemoryTarget) -> None:
+    reader = reader_for(target)
+    ref = Inline(b"hello world")
+    assert await reader.read("k", ref, 0, 5) == b"hello"
+    assert await reader.read("k", ref, 6, 100) == b"world"
+    assert await reader.read("k", ref, 11, 10) == b""
+    assert await reader.size("k", ref) == 11
+    assert target.ranges == []
+
+
+async def test_small_range_is_fetched_whole_once(target: MemoryTarget) -> None:
+    reader = reader_for(target)
+    ref = Range("mem://obj", 100, 1000)
+    assert await reader.read("k", ref, 0, 10) == DATA[100:110]
+    assert await reader.read("k", ref, 990, 100) == DATA[1090:1100]
+    assert await reader.read("k", ref, 1000, 100) == b""
+    assert await reader.read("k", ref, 5000, 1) == b""
+    assert target.ranges == [("mem://obj", 100, 1100)]
+    stats = reader.statistics()
+    assert (stats.fetches, stats.bytes_fetched, stats.cache_hits) == (1, 1000, 1)
+
+
+async def test_empty_range_needs_no_request(target: MemoryTarget) -> None:
+    reader = reader_for(target)
+    assert await reader.read("k", Range("mem://obj", 5, 0), 0, 4096) == b""
+    assert target.ranges == []
+
+
+async def test_large_range_is_fetched_in_aligned_blocks(target: MemoryTarget) -> None:
+    reader = reader_for(target, whole_fetch_limit=1024, block_size=4096)
+    ref = Range("mem://obj", 10, 10_000)
+    assert await reader.read("k", ref, 4000, 200) == DATA[4010:4210]
+    assert target.ranges == [("mem://obj", 10, 4106), ("mem://obj", 4106, 8202)]
+    assert await reader.read("k", ref, 9000, 5000) == DATA[9010:10010]
+    assert target.ranges[-1] == ("mem://obj", 8202, 10010)
+    assert len(target.ranges) == 3
+
+
+async def test_whole_reference_size_is_asked_once(target: MemoryTarget) -> None:
+    reader = reader_for(target)
+    ref = Whole("mem://obj")
+    assert reader.known_size(ref) is None
+    assert await reader.size("k", ref) == len(DATA)
+    assert await reader.size("k", ref) == len(DATA)
+    assert reader.known_size(ref) == len(DATA)
+    assert await reader.read("k", ref, 16_000, 1000) == DATA[16_000:]
+    assert target.sizes == ["mem://obj"]
+    assert target.ranges == [("mem://obj", 0, len(DATA))]
+
+
+async def test_short_target_is_an_error_never_padding(target: MemoryTarget) -> None:
+    target.truncate["mem://obj"] = 1050
+    reader = reader_for(target)
+    ref = Range("mem://obj", 1000, 100)
+    with pytest.raises(ShortReadError) as caught:
+        await reader.read("x/0.0", ref, 0, 4096)
+    assert caught.value.key == "x/0.0"
+    assert caught.value.url == "mem://obj"
+    assert "returned 50 bytes, expected 100" in str(caught.value)
+    del target.truncate["mem://obj"]
+    assert await reader.read("x/0.0", ref, 0, 4096) == DATA[1000:1100]  # errors are not cached
+
+
+async def test_failing_target_names_key_and_url(target: MemoryTarget) -> None:
+    target.failing.add("mem://obj")
+    reader = reader_for(target)
+    with pytest.raises(TargetReadError) as caught:
+        await reader.read("a/b", Range("mem://obj", 0, 10), 0, 10)
+    assert "'a/b'" in str(caught.value)
+    assert "mem://obj" in str(caught.value)
+    with pytest.raises(TargetReadError, match="cannot get size"):
+        await reader.size("w", Whole("mem://obj"))
+    assert reader.statistics().errors == 2
+
+
+async def test_concurrent_readers_share_one_request(target: MemoryTarget) -> None:
+    gate = trio.Event()
+    target.gate = gate
+    reader = reader_for(target)
+    ref = Range("mem://obj", 0, 4096)
+    results: list[bytes] = []
+
+    async def read(offset: int) -> None:
+        results.append(await reader.read("k", ref, offset, 1024))
+
+    async with trio.open_nursery() as nursery:
+        for offset in (0, 1024, 2048, 3072):
+            nursery.start_soon(read, offset)
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+    assert sorted(results) == sorted(DATA[o : o + 1024] for o in (0, 1024, 2048, 3072))
+    assert target.ranges == [("mem://obj", 0, 4096)]
+
+
+async def test_concurrent_readers_share_one_failure(target: MemoryTarget) -> None:
+    gate = trio.Event()
+    target.gate = gate
+    target.failing.add("mem://obj")
+    reader = reader_for(target)
+    ref = Range("mem://obj", 0, 10)
+    failures: list[str] = []
+
+    async def read() -> None:
+        try:
+            await reader.read("k", ref, 0, 10)
+        except TargetReadError as error:
+            failures.append(str(error))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(read)
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+    assert len(failures) == 3
+    assert len(target.ranges) == 1
+
+
+async def test_leader_cancellation_hands_over(target: MemoryTarget) -> None:
+    gate = trio.Event()
+    target.gate = gate
+    reader = reader_for(target)
+    ref = Range("mem://obj", 0, 100)
+    got: list[bytes] = []
+
+    async with trio.open_nursery() as nursery:
+        leader = trio.CancelScope()
+
+        async def lead() -> None:
+            with leader:
+                await reader.read("k", ref, 0, 100)
+
+        async def follow() -> None:
+            got.append(await reader.read("k", ref, 0, 100))
+
+        nursery.start_soon(lead)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(follow)
+        await trio.testing.wait_all_tasks_blocked()
+        leader.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+    assert got == [DATA[:100]]
+    assert len(target.ranges) == 2
+
+
+async def test_budget_evicts_and_refetches(target: MemoryTarget) -> None:
+    reader = reader_for(target, cache_size=1500)
+    first = Range("mem://obj", 0, 1000)
+    second = Range("mem://obj", 1000, 1000)
+    await reader.read("a", first, 0, 10)
+    await reader.read("b", second, 0, 10)
+    await reader.read("a", first, 0, 10)
+    assert len(target.ranges) == 3
