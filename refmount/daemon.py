@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 READY_TIMEOUT = 30.0
 """Seconds to wait for the new mount to answer before giving up."""
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 DEFAULT_FUSE_OPTIONS = ("fsname=refmount", "subtype=refmount", "ro", "default_permissions")
 
 
@@ -47,7 +49,7 @@ class Loaded:
 def check_mountpoint(mountpoint: Path) -> None:
     """Raise ``MountError`` with advice if ``mountpoint`` cannot be mounted on."""
     try:
-        status = mountpoint.stat()
+        os.statvfs(mountpoint)  # unlike stat, never answered from the kernel's caches
     except FileNotFoundError:
         raise MountError(f"mountpoint {mountpoint} does not exist") from None
     except OSError as error:
@@ -61,7 +63,6 @@ def check_mountpoint(mountpoint: Path) -> None:
         raise MountError(f"mountpoint {mountpoint}: {error.strerror}") from None
     if not os.path.isdir(mountpoint):
         raise MountError(f"mountpoint {mountpoint} is not a directory")
-    del status
 
 
 def load_references(config: MountConfig) -> Loaded:
@@ -76,7 +77,10 @@ def load_references(config: MountConfig) -> Loaded:
         remote_protocol=config.remote_protocol,
         skip_invalid=config.skip_invalid,
     )
-    references = load(source, options)
+    try:
+        references = load(source, options)
+    except OSError as error:
+        raise ReferenceFormatError(source.url, None, f"cannot read: {error}") from error
     tree = Tree.build(
         references.keys(), references.grids, source=source.url, skip_invalid=config.skip_invalid
     )
@@ -113,9 +117,13 @@ def mount_and_serve(
     operations = FuseOperations(filesystem, timeout=config.attr_timeout)
     mountpoint = config.mountpoint
     check_mountpoint(mountpoint)
+    # Hold SIGINT/SIGTERM from the moment the mount exists until trio listens for them, so a
+    # signal in between is handled (late) instead of killing us with the mount left behind.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         pyfuse3.init(operations, str(mountpoint), fuse_options(config))
     except RuntimeError as error:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         raise MountError(f"cannot mount on {mountpoint}: {error}") from None
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
@@ -127,14 +135,15 @@ def mount_and_serve(
 
 async def _serve(mountpoint: Path, on_ready: Callable[[], None]) -> None:
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_stop_on_signals, nursery.cancel_scope)
+        nursery.start_soon(_stop_on_signals)
         nursery.start_soon(_announce_when_ready, mountpoint, on_ready)
         await pyfuse3.main(min_tasks=4, max_tasks=256)
         nursery.cancel_scope.cancel()  # unmounted from outside: stop the helpers
 
 
-async def _stop_on_signals(scope: trio.CancelScope) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+async def _stop_on_signals() -> None:
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         async for signum in signals:
             log.info("received %s, unmounting", signal.Signals(signum).name)
             pyfuse3.terminate()
