@@ -17,6 +17,7 @@ from typing import Any
 from refmount import __version__
 from refmount.config import MountConfig, ReadConfig, parse_duration, parse_size
 from refmount.errors import MountError, ReferenceFormatError, RefmountError
+from refmount.urls import protocol_of
 
 log = logging.getLogger("refmount")
 
@@ -191,37 +192,35 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             **({"cache_size": parse_size(args.cache_size)} if args.cache_size else {})
         )
         config = MountConfig(
-            refs=_absolute_refs(args.refs),
+            refs=_absolute(args.refs),
             mountpoint=args.mountpoint.absolute(),
             foreground=bool(args.foreground),
             fuse_options=tuple(fuse),
             remote_protocol=args.remote_protocol,
             remote_options=_json_object("--remote-options", args.remote_options),
             target_options=_json_object("--target-options", args.target_options),
-            target=args.target,
+            target=None if args.target is None else _absolute(args.target),
             skip_invalid=bool(args.skip_invalid),
             log_level=args.log_level or "info",
             read=read,
-            **(
-                {"attr_timeout": parse_duration(args.attr_timeout)} if args.attr_timeout else {}
-            ),
+            **({"attr_timeout": parse_duration(args.attr_timeout)} if args.attr_timeout else {}),
         )
     except ValueError as error:
         parser.error(str(error))
     return config, args
 
 
-def _absolute_refs(refs: str) -> str:
-    """Make a local reference path absolute: the daemon's working directory means nothing."""
-    if "://" in refs or "::" in refs:
-        return refs
-    return os.path.abspath(refs)
+def _absolute(url: str) -> str:
+    """Make a local path absolute: the daemon's working directory means nothing."""
+    return url if protocol_of(url) is not None else os.path.abspath(url)
 
 
 def setup_logging(level: str, *, journald: bool) -> None:
     """Log to stderr; without timestamps under journald, which adds its own."""
-    fmt = "%(levelname)s %(name)s: %(message)s" if journald else (
-        "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    fmt = (
+        "%(levelname)s %(name)s: %(message)s"
+        if journald
+        else ("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter(fmt))
@@ -309,5 +308,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _report(error: Exception, debug: bool) -> None:
     if debug:
-        log.exception("refmount failed")
+        log.error("refmount failed", exc_info=error)
     print(f"refmount: error: {error}", file=sys.stderr)

@@ -22,7 +22,7 @@ import fsspec.core
 import trio
 
 from refmount.errors import RemoteError
-from refmount.formats.urls import directory_of, protocol_of
+from refmount.urls import directory_of, protocol_of
 
 log = logging.getLogger(__name__)
 

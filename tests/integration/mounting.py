@@ -75,7 +75,8 @@ def mounted(refs: str | Path, mountpoint: Path, *options: str) -> Iterator[Mount
         deadline = time.monotonic() + MOUNT_TIMEOUT
         while not is_mounted(mountpoint):
             if process.poll() is not None:
-                raise AssertionError(f"refmount exited with {process.returncode}:\n{mount.log_text()}")
+                code = process.returncode
+                raise AssertionError(f"refmount exited with {code}:\n{mount.log_text()}")
             if time.monotonic() > deadline:
                 raise AssertionError(f"refmount did not mount in time:\n{mount.log_text()}")
             time.sleep(0.02)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import fsspec
@@ -84,10 +85,14 @@ def test_pread_at_odd_offsets_and_past_the_end(tmp_path: Path) -> None:
 def test_writes_are_refused_with_erofs(tmp_path: Path) -> None:
     dataset = json_v0(tmp_path / "v0")
     with mounted(dataset.refs, tmp_path / "mnt") as mount:
-        attempts = [
-            lambda: open(mount.path / "text", "wb"),
-            lambda: open(mount.path / "text", "ab"),
-            lambda: open(mount.path / "new", "wb"),
+
+        def open_for(name: str, flags: int) -> None:
+            os.close(os.open(mount.path / name, flags, 0o644))
+
+        attempts: list[Callable[[], object]] = [
+            lambda: open_for("text", os.O_WRONLY),
+            lambda: open_for("text", os.O_RDWR | os.O_APPEND),
+            lambda: open_for("new", os.O_WRONLY | os.O_CREAT),
             lambda: os.mkdir(mount.path / "newdir"),
             lambda: os.unlink(mount.path / "text"),
             lambda: os.rename(mount.path / "text", mount.path / "t2"),
@@ -97,7 +102,7 @@ def test_writes_are_refused_with_erofs(tmp_path: Path) -> None:
             lambda: os.setxattr(mount.path / "text", "user.x", b"1"),
         ]
         for attempt in attempts:
-            with pytest.raises(OSError) as caught:
+            with pytest.raises(OSError, match="Read-only file system") as caught:
                 attempt()
             assert caught.value.errno == errno.EROFS
         assert (mount.path / "text").read_bytes() == dataset.expected["text"]
@@ -124,7 +129,8 @@ def test_extended_attributes_say_where_bytes_live(tmp_path: Path) -> None:
             "user.refmount.url",
         ]
         assert os.getxattr(path, "user.refmount.kind") == b"range"
-        assert os.getxattr(path, "user.refmount.url") == str(dataset.refs.parent / "data.bin").encode()
+        url = str(dataset.refs.parent / "data.bin").encode()
+        assert os.getxattr(path, "user.refmount.url") == url
         assert os.getxattr(path, "user.refmount.offset") == b"1000"
         assert os.getxattr(path, "user.refmount.length") == b"4096"
         assert os.getxattr(mount.path / "whole", "user.refmount.kind") == b"whole"
@@ -153,7 +159,7 @@ def test_target_shorter_than_declared_is_eio_and_the_mount_survives(tmp_path: Pa
     with mounted(directory / "refs.json", tmp_path / "mnt") as mount:
         assert (mount.path / "short").stat().st_size == 100
         for name in ("short", "gone"):
-            with pytest.raises(OSError) as caught:
+            with pytest.raises(OSError, match="Input/output error") as caught:
                 (mount.path / name).read_bytes()
             assert caught.value.errno == errno.EIO
         assert (mount.path / "ok").read_bytes() == b"0123"
@@ -174,15 +180,31 @@ def test_parquet_set_written_by_kerchunk(tmp_path: Path) -> None:
     refs = {
         ".zgroup": json.dumps({"zarr_format": 2}),
         "x/.zarray": json.dumps(
-            {"shape": [4, 6], "chunks": [2, 3], "dtype": "<u1", "compressor": None,
-             "fill_value": 0, "filters": None, "order": "C", "zarr_format": 2}
+            {
+                "shape": [4, 6],
+                "chunks": [2, 3],
+                "dtype": "<u1",
+                "compressor": None,
+                "fill_value": 0,
+                "filters": None,
+                "order": "C",
+                "zarr_format": 2,
+            }
         ),
         "x/0.0": [target, 0, 6],
         "x/0.1": [target, 6, 6],
         "x/1.0": [target, 100, 6],
         "z/.zarray": json.dumps(
-            {"shape": [5], "chunks": [1], "dtype": "<u1", "compressor": None,
-             "fill_value": 0, "filters": None, "order": "C", "zarr_format": 2}
+            {
+                "shape": [5],
+                "chunks": [1],
+                "dtype": "<u1",
+                "compressor": None,
+                "fill_value": 0,
+                "filters": None,
+                "order": "C",
+                "zarr_format": 2,
+            }
         ),
         "z/0": base64_ref(b"\x00\x01"),
         "z/1": "rawtext",

@@ -42,7 +42,7 @@ def test_own_options_through_o(tmp_path: Path) -> None:
     config, _ = parse_args(
         [
             "-o",
-            'allow_other,cache_size=2G,remote_protocol=s3,skip_invalid,foreground',
+            "allow_other,cache_size=2G,remote_protocol=s3,skip_invalid,foreground",
             "-o",
             'remote_options={"anon": true},target=/data/t.nc,defaults,auto,_netdev',
             "refs.json",
@@ -82,3 +82,10 @@ def test_bad_arguments_exit_2(
         parse_args([*argv, "refs.json", str(tmp_path)])
     assert caught.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_local_target_is_made_absolute(tmp_path: Path) -> None:
+    config, _ = parse_args(["--target", "data.nc", "refs.json", str(tmp_path)])
+    assert config.target == os.path.abspath("data.nc")
+    config, _ = parse_args(["--target", "s3://b/data.nc", "refs.json", str(tmp_path)])
+    assert config.target == "s3://b/data.nc"

@@ -9,8 +9,15 @@ from refmount.config import GIB, KIB, MIB, parse_duration, parse_size
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("4096", 4096), ("64k", 64 * KIB), ("512M", 512 * MIB), ("1G", GIB), ("1.5GiB", GIB * 3 // 2),
-     ("2gb", 2 * GIB), (" 8 MiB ", 8 * MIB)],
+    [
+        ("4096", 4096),
+        ("64k", 64 * KIB),
+        ("512M", 512 * MIB),
+        ("1G", GIB),
+        ("1.5GiB", GIB * 3 // 2),
+        ("2gb", 2 * GIB),
+        (" 8 MiB ", 8 * MIB),
+    ],
 )
 def test_sizes(text: str, expected: int) -> None:
     assert parse_size(text) == expected
@@ -23,7 +30,8 @@ def test_bad_sizes(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"), [("30", 30.0), ("2.5s", 2.5), ("500ms", 0.5), ("5m", 300.0), ("1h", 3600.0)]
+    ("text", "expected"),
+    [("30", 30.0), ("2.5s", 2.5), ("500ms", 0.5), ("5m", 300.0), ("1h", 3600.0)],
 )
 def test_durations(text: str, expected: float) -> None:
     assert parse_duration(text) == expected

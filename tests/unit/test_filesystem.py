@@ -11,7 +11,7 @@ import pytest
 from refmount.config import ReadConfig
 from refmount.errors import FilesystemError, ReferenceFormatError, TargetReadError
 from refmount.filesystem import READDIR_BATCH, Owner, RefFilesystem
-from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Whole
+from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
 from refmount.reader import Reader
 from refmount.tree import Tree
 from tests.fakes import DictReferences, MemoryTarget
@@ -175,7 +175,11 @@ async def test_extended_attributes(simple: RefFilesystem) -> None:
 
 def grid_fs(loaded: bool = True) -> tuple[RefFilesystem, DictReferences]:
     grid = ChunkGrid("x", (2, 3), ".")
-    present = {0: Range("mem://d", 0, 6), 1: Inline(b"ab"), 4: Whole("mem://d")}
+    present: dict[int, Reference] = {
+        0: Range("mem://d", 0, 6),
+        1: Inline(b"ab"),
+        4: Whole("mem://d"),
+    }
     refs = DictReferences(
         explicit={"x/.zarray": Inline(b"{}")}, grid_list=[grid], chunks={0: present}, loaded=loaded
     )

@@ -1,0 +1,138 @@
+"""JSON reference files (Version 0 and 1, plain or compressed) as a ``ReferenceSet``."""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+from collections.abc import Iterable, Sequence
+
+from refmount.errors import ReferenceFormatError
+from refmount.formats.json_v0 import load_v0
+from refmount.formats.json_v1 import load_v1
+from refmount.formats.options import LoadOptions
+from refmount.formats.sniff import decompress, is_parquet_data
+from refmount.formats.values import OnInvalid, describe
+from refmount.model import ChunkGrid, Reference, ReferenceSource
+
+logger = logging.getLogger(__name__)
+
+
+class JsonReferenceSet:
+    """The references of a JSON file: every key is explicit, and there are no chunk grids."""
+
+    __slots__ = ("_refs", "_source")
+
+    def __init__(self, source: str, refs: dict[str, Reference]) -> None:
+        self._source = source
+        self._refs = refs
+
+    @property
+    def source(self) -> str:
+        """Name the reference file, for messages."""
+        return self._source
+
+    def __len__(self) -> int:
+        """Return how many keys the file has."""
+        return len(self._refs)
+
+    def keys(self) -> Iterable[str]:
+        """Return every key, in the file's order (``gen`` keys after ``refs`` keys)."""
+        return self._refs.keys()
+
+    def get(self, key: str) -> Reference | None:
+        """Return the reference of ``key``, or ``None``."""
+        return self._refs.get(key)
+
+    @property
+    def grids(self) -> Sequence[ChunkGrid]:
+        """Return no grids: JSON stores every key explicitly."""
+        return ()
+
+    def chunk_is_loaded(self, grid: int, index: int) -> bool:
+        """Raise ``IndexError``: a JSON reference set has no chunk grids."""
+        raise IndexError(f"{self._source} has no chunk grid {grid}")
+
+    def chunk(self, grid: int, index: int) -> Reference | None:
+        """Raise ``IndexError``: a JSON reference set has no chunk grids."""
+        raise IndexError(f"{self._source} has no chunk grid {grid}")
+
+
+def load_json(source: ReferenceSource, options: LoadOptions) -> JsonReferenceSet:
+    """Read, decompress and parse a JSON reference file.
+
+    Raises ``ReferenceFormatError`` naming the file (and the key, when one is at fault) if
+    it is malformed, and ``FileNotFoundError`` if it does not exist.
+    """
+    url = source.url
+    data = decompress(source.read(), url)
+    if is_parquet_data(data):
+        raise ReferenceFormatError(
+            url,
+            None,
+            "this is a Parquet file, not JSON; a Parquet reference set is the directory "
+            "that holds .zmetadata",
+        )
+    # Parsing creates millions of objects and no cycles; the cyclic garbage collector would
+    # only rescan them over and over (it roughly doubles the load time of a big file).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        document = parse_json(data, url)
+        del data
+        refs = load_document(document, url, source.base_url, options, consume=True)
+    finally:
+        if collecting:
+            gc.enable()
+    return JsonReferenceSet(url, refs)
+
+
+def parse_json(data: bytes, source: str) -> object:
+    """Return the parsed JSON document, or raise ``ReferenceFormatError`` saying where it breaks."""
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        problem = f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    except UnicodeDecodeError as exc:
+        problem = f"not valid UTF-8: {exc.reason} at byte {exc.start}"
+    except ValueError as exc:
+        problem = f"not valid JSON: {exc}"
+    except RecursionError:
+        problem = "not valid JSON: nested too deeply"
+    raise ReferenceFormatError(source, None, problem)
+
+
+def load_document(
+    document: object,
+    source: str,
+    base_url: str,
+    options: LoadOptions,
+    consume: bool = False,
+) -> dict[str, Reference]:
+    """Return the references of a parsed JSON document, dispatching on its ``version``.
+
+    No ``version`` means Version 0; ``1`` (or ``1.0``) means Version 1; anything else,
+    including ``null``, ``true``, ``0`` and ``"1"``, is refused. ``consume`` lets the
+    loader empty the document while reading it, to save memory.
+    """
+    if not isinstance(document, dict):
+        raise ReferenceFormatError(
+            source, None, f"the top level must be a JSON object, not {describe(document)}"
+        )
+    on_invalid: OnInvalid | None = _skip if options.skip_invalid else None
+    if "version" not in document:
+        return load_v0(document, source, base_url, options, on_invalid, consume)
+    version = document["version"]
+    if type(version) in (int, float) and version == 1:
+        return load_v1(document, source, base_url, options, on_invalid, consume)
+    shown = json.dumps(version)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    raise ReferenceFormatError(
+        source, None, f"unknown version {shown} (1 is Version 1; no version is Version 0)"
+    )
+
+
+def _skip(error: ReferenceFormatError) -> None:
+    """Log one warning line for a malformed value that ``--skip-invalid`` leaves out."""
+    logger.warning("skipping invalid reference: %s", " ".join(str(error).splitlines()))

@@ -1,0 +1,551 @@
+"""Parquet reference sets (fsspec ``LazyReferenceMapper`` layout), read lazily with pyarrow."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import json
+import logging
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
+
+from refmount import urls
+from refmount.errors import ReferenceFormatError
+from refmount.formats import zarr_meta
+from refmount.formats.options import LoadOptions
+from refmount.model import ChunkGrid, Inline, Range, Reference, ReferenceSource, Whole
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    Column: TypeAlias = pa.Array[Any]
+
+logger = logging.getLogger(__name__)
+
+ZMETADATA: Final = ".zmetadata"
+"""The file that holds a Parquet reference set's metadata and record size."""
+
+PROBE_LIMIT: Final = 4
+"""How many record files of the first array ``load_parquet`` tries before giving up the probe."""
+
+COLUMN_SETS: Final = (
+    frozenset({"path", "offset", "size", "raw"}),
+    frozenset({"path", "offset", "size"}),
+    frozenset({"raw"}),
+)
+"""The column sets a record file may have (fsspec accepts the URL-only and raw-only forms)."""
+
+_BASE64: Final = b"base64:"
+
+
+def record_name(array: str, record: int) -> str:
+    """Return the path, relative to the reference set, of ``array``'s record file ``record``."""
+    name = f"refs.{record}.parq"
+    return f"{array}/{name}" if array else name
+
+
+def load_parquet(source: ReferenceSource, options: LoadOptions) -> ParquetReferenceSet:
+    """Load a Parquet reference set: read ``.zmetadata`` and probe one record file's schema.
+
+    Reads ``.zmetadata`` in full, then the first record file that exists among the first
+    ``PROBE_LIMIT`` of the first array that has chunks, whose footer is checked for the
+    expected columns (so a directory of unrelated Parquet files is refused before mounting).
+    No other record file is read until a chunk in it is asked for.
+
+    Raises ``ReferenceFormatError`` for a missing or malformed ``.zmetadata``, malformed array
+    metadata (unless ``options.skip_invalid``: then that array is left out with a warning) and
+    a probed record file with the wrong columns or types (a warning with ``skip_invalid``).
+    """
+    meta_name = _join(source.url, ZMETADATA)
+    try:
+        raw = source.read(ZMETADATA)
+    except FileNotFoundError as exc:
+        raise ReferenceFormatError(source.url, None, f"missing {ZMETADATA}") from exc
+    metadata, record_size = _parse_zmetadata(raw, meta_name)
+
+    skipped: set[str] = set()
+    found: dict[str, ChunkGrid] = {}
+    for key, value in metadata.items():
+        try:
+            grid = zarr_meta.grid_for_key(key, value, meta_name)
+            if grid is not None and grid.array in found:
+                raise ReferenceFormatError(
+                    meta_name, key, f"array {grid.array!r} has both v2 and v3 metadata"
+                )
+        except ReferenceFormatError as exc:
+            if not options.skip_invalid:
+                raise
+            logger.warning("skipping array: %s", exc)
+            split = zarr_meta.array_of(key)
+            if split is not None:
+                skipped.add(split[0])
+            continue
+        if grid is not None:
+            found[grid.array] = grid
+    for array in skipped:
+        found.pop(array, None)
+
+    explicit: dict[str, Inline] = {}
+    for key, value in metadata.items():
+        if _parent(key) in skipped and _is_array_document(key):
+            continue
+        explicit[key] = Inline(_metadata_bytes(value))
+    explicit[ZMETADATA] = Inline(raw)
+
+    grids = [found[array] for array in sorted(found)]
+    references = ParquetReferenceSet(source, options, record_size, explicit, grids)
+    references._probe()
+    return references
+
+
+class ParquetReferenceSet:
+    """A ``ReferenceSet`` over a Parquet directory whose chunk rows are read on demand.
+
+    Explicit keys are the ``.zmetadata`` entries plus ``.zmetadata`` itself (the raw file).
+    Every array in the metadata becomes a ``ChunkGrid``; chunk ``n`` of array ``a`` is row
+    ``n % record_size`` of ``a/refs.{n // record_size}.parq``. Row semantics: ``raw`` not null
+    is inline bytes (``base64:`` decoded); otherwise a ``path`` with offset and size both 0 is
+    the whole target, any other ``path`` a byte range; a row with both null, a row of a record
+    file that does not exist and an index outside the grid are absent (``None``).
+
+    Record files are parsed into compact pyarrow arrays and kept in a thread-safe LRU of at
+    most ``options.record_cache`` records (record files found missing count as entries too);
+    concurrent first requests for one record share a single read. ``chunk_is_loaded`` answers
+    without I/O, ``chunk`` may read one record file, and ``chunks_present(grid, start, stop)``
+    streams the indices of the non-null rows in ``[start, stop)`` one record at a time, so a
+    listing of a 5-million-chunk array never materialises all names. Errors in a record file
+    (corrupt, wrong columns or types, negative offsets, too few rows) raise
+    ``ReferenceFormatError`` naming the record file; I/O errors of the source propagate.
+    """
+
+    def __init__(
+        self,
+        source: ReferenceSource,
+        options: LoadOptions,
+        record_size: int,
+        explicit: dict[str, Inline],
+        grids: Sequence[ChunkGrid],
+    ) -> None:
+        self._source = source
+        self._options = options
+        self.record_size = record_size
+        self._explicit = explicit
+        self._grids = tuple(grids)
+        self._records = _RecordCache(max(1, options.record_cache), self._load_record)
+        base = source.base_url
+        remote = options.remote_protocol
+
+        @functools.lru_cache(maxsize=1024)
+        def resolve(path: str) -> str:
+            return sys.intern(urls.resolve(path, base, remote))
+
+        self._resolve = resolve
+
+    @property
+    def source(self) -> str:
+        """Name the reference directory, for messages."""
+        return self._source.url
+
+    def keys(self) -> list[str]:
+        """Return every metadata key and ``.zmetadata``."""
+        return list(self._explicit)
+
+    def get(self, key: str) -> Reference | None:
+        """Return the bytes of a metadata key (or of ``.zmetadata``), or ``None``; never blocks."""
+        return self._explicit.get(key)
+
+    @property
+    def grids(self) -> Sequence[ChunkGrid]:
+        """Return one chunk grid per array, in sorted order of array path."""
+        return self._grids
+
+    def records(self, grid: int) -> int:
+        """Return how many record files grid number ``grid`` spans."""
+        return -(-self._grids[grid].count // self.record_size)
+
+    def chunk_is_loaded(self, grid: int, index: int) -> bool:
+        """Return True when ``chunk(grid, index)`` will answer without I/O."""
+        if not 0 <= index < self._grids[grid].count:
+            return True
+        return self._records.contains((grid, index // self.record_size))
+
+    def chunk(self, grid: int, index: int) -> Reference | None:
+        """Return chunk ``index`` of grid number ``grid``, or ``None`` when it is absent.
+
+        Reads and parses the chunk's record file the first time it is needed.
+        """
+        chunk_grid = self._grids[grid]
+        if not 0 <= index < chunk_grid.count:
+            return None
+        number, row = divmod(index, self.record_size)
+        record = self._records.get((grid, number))
+        if record is None:
+            return None
+        return record.reference(row, chunk_grid, index, self._resolve)
+
+    def chunks_present(self, grid: int, start: int = 0, stop: int | None = None) -> Iterator[int]:
+        """Yield, in order, the indices in ``[start, stop)`` whose rows hold a reference.
+
+        Each record file is loaded once (through the cache) and only its non-null rows are
+        turned into Python integers; missing record files are skipped. ``stop`` defaults to
+        the grid's chunk count. A row that is present may still be malformed: ``chunk`` raises
+        for it.
+        """
+        count = self._grids[grid].count
+        stop = count if stop is None else min(stop, count)
+        start = max(start, 0)
+        while start < stop:
+            number = start // self.record_size
+            first = number * self.record_size
+            end = min(stop, first + self.record_size)
+            record = self._records.get((grid, number))
+            if record is not None:
+                for row in record.present_rows(start - first, end - first):
+                    yield first + row
+            start = end
+
+    def _probe(self) -> None:
+        """Check the schema of the first existing record file of the first array with chunks.
+
+        Part of loading; reads at most ``PROBE_LIMIT`` record files and parses only footers.
+        """
+        for number, grid in enumerate(self._grids):
+            if grid.count == 0:
+                continue
+            for record in range(min(self.records(number), PROBE_LIMIT)):
+                relative = record_name(grid.array, record)
+                try:
+                    data = self._source.read(relative)
+                except FileNotFoundError:
+                    continue
+                try:
+                    _read_schema(data, _join(self._source.url, relative))
+                except ReferenceFormatError as exc:
+                    if not self._options.skip_invalid:
+                        raise
+                    logger.warning("record file will fail to load: %s", exc)
+                return
+            return
+
+    def _load_record(self, key: tuple[int, int]) -> _Record | None:
+        grid, number = key
+        relative = record_name(self._grids[grid].array, number)
+        try:
+            data = self._source.read(relative)
+        except FileNotFoundError:
+            return None
+        return _parse_record(data, _join(self._source.url, relative))
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    """One parsed record file: its columns as pyarrow arrays (``None`` when absent or all null)."""
+
+    name: str
+    rows: int
+    path: Column | None
+    offset: Column | None
+    size: Column | None
+    raw: Column | None
+    present: pa.BooleanArray | None  # None: every row is absent
+
+    def reference(
+        self, row: int, grid: ChunkGrid, index: int, resolve: Callable[[str], str]
+    ) -> Reference | None:
+        """Return the reference in ``row`` (chunk ``index`` of ``grid``), or ``None`` if null."""
+        if row >= self.rows:
+            raise ReferenceFormatError(
+                self.name, grid.key(index), f"record has {self.rows} rows, chunk needs row {row}"
+            )
+        if self.raw is not None:
+            data = self.raw[row].as_py()
+            if data is not None:
+                return Inline(_decode_raw(cast(bytes, data), self.name, grid.key(index)))
+        if self.path is None:
+            return None
+        path = self.path[row].as_py()
+        if path is None:
+            return None
+        if not isinstance(path, str) or not path:
+            raise ReferenceFormatError(self.name, grid.key(index), f"path {path!r} is not a URL")
+        offset = self._integer(self.offset, row, "offset", grid, index)
+        size = self._integer(self.size, row, "size", grid, index)
+        url = resolve(path)
+        if offset == 0 and size == 0:
+            return Whole(url)
+        return Range(url, offset, size)
+
+    def present_rows(self, start: int, stop: int) -> list[int]:
+        """Return the rows in ``[start, stop)``, clipped to the file, that are not null."""
+        stop = min(stop, self.rows)
+        if self.present is None or start >= stop:
+            return []
+        import pyarrow.compute as pc
+
+        hits = pc.indices_nonzero(self.present.slice(start, stop - start))
+        return [start + row for row in cast(list[int], hits.to_pylist())]
+
+    def nbytes(self) -> int:
+        """Return the bytes held by the record's arrays."""
+        arrays = (self.path, self.offset, self.size, self.raw, self.present)
+        return sum(array.nbytes for array in arrays if array is not None)
+
+    def _integer(
+        self, column: Column | None, row: int, name: str, grid: ChunkGrid, index: int
+    ) -> int:
+        value = None if column is None else column[row].as_py()
+        if not isinstance(value, int):
+            raise ReferenceFormatError(
+                self.name, grid.key(index), f"{name} is null for a row with a path"
+            )
+        if value < 0:
+            raise ReferenceFormatError(self.name, grid.key(index), f"{name} is negative ({value})")
+        return value
+
+
+class _Pending:
+    """A record being loaded by one thread while others wait for it."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: _Record | None = None
+        self.error: BaseException | None = None
+
+
+class _RecordCache:
+    """A thread-safe LRU of parsed records in which each missing record is loaded once."""
+
+    def __init__(self, capacity: int, load: Callable[[tuple[int, int]], _Record | None]) -> None:
+        self._capacity = capacity
+        self._load = load
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[int, int], _Record | None] = OrderedDict()
+        self._pending: dict[tuple[int, int], _Pending] = {}
+
+    def contains(self, key: tuple[int, int]) -> bool:
+        """Return True when ``key`` is cached (a loaded record or one known to be missing)."""
+        with self._lock:
+            return key in self._entries
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def get(self, key: tuple[int, int]) -> _Record | None:
+        """Return the record for ``key``, loading it (once, whoever asks) if it is not cached."""
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+            pending = self._pending.get(key)
+            owner = pending is None
+            if pending is None:
+                pending = self._pending[key] = _Pending()
+        if not owner:
+            pending.done.wait()
+            if pending.error is not None:
+                raise pending.error
+            return pending.value
+        try:
+            value = self._load(key)
+        except BaseException as exc:
+            pending.error = exc
+            with self._lock:
+                del self._pending[key]
+            pending.done.set()
+            raise
+        pending.value = value
+        with self._lock:
+            del self._pending[key]
+            self._entries[key] = value
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+        pending.done.set()
+        return value
+
+
+def _parse_zmetadata(raw: bytes, name: str) -> tuple[dict[str, object], int]:
+    try:
+        document = json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise ReferenceFormatError(name, None, f"not valid JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise ReferenceFormatError(name, None, "must be a JSON object")
+    metadata = document.get("metadata")
+    if not isinstance(metadata, dict):
+        problem = "missing" if metadata is None else "must be a JSON object"
+        raise ReferenceFormatError(name, "metadata", problem)
+    record_size = document.get("record_size")
+    if isinstance(record_size, bool) or not isinstance(record_size, int) or record_size <= 0:
+        problem = (
+            "missing" if record_size is None else f"must be a positive integer, not {record_size!r}"
+        )
+        raise ReferenceFormatError(name, "record_size", problem)
+    return cast(dict[str, object], metadata), record_size
+
+
+def _metadata_bytes(value: object) -> bytes:
+    if isinstance(value, str):
+        return value.encode()
+    return json.dumps(value).encode()
+
+
+def _is_array_document(key: str) -> bool:
+    name = key.rpartition("/")[2]
+    return name in (zarr_meta.ZARRAY, zarr_meta.ZARR_JSON, ".zattrs")
+
+
+def _parent(key: str) -> str:
+    return key.rpartition("/")[0]
+
+
+def _join(url: str, relative: str) -> str:
+    return f"{url.rstrip('/')}/{relative}"
+
+
+def _decode_raw(data: bytes, name: str, key: str) -> bytes:
+    if not data.startswith(_BASE64):
+        return data
+    try:
+        return base64.b64decode(data[len(_BASE64) :])
+    except binascii.Error as exc:
+        raise ReferenceFormatError(name, key, f"bad base64 in raw: {exc}") from exc
+
+
+def _read_schema(data: bytes, name: str) -> pa.Schema:
+    """Return the Arrow schema of a record file after checking its columns and types."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.ParquetFile(pa.BufferReader(data)).schema_arrow
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise ReferenceFormatError(name, None, f"not a readable Parquet file: {exc}") from exc
+    _check_schema(schema, name)
+    return schema
+
+
+def _columns(schema: pa.Schema) -> list[str]:
+    """Return the schema's column names, leaving out pandas index columns."""
+    index: set[str] = set()
+    pandas = schema.pandas_metadata
+    if pandas is not None:
+        index = {c for c in pandas.get("index_columns", []) if isinstance(c, str)}
+    return [name for name in schema.names if name not in index]
+
+
+def _check_schema(schema: pa.Schema, name: str) -> None:
+    import pyarrow as pa
+
+    columns = _columns(schema)
+    if len(set(columns)) != len(columns) or frozenset(columns) not in COLUMN_SETS:
+        raise ReferenceFormatError(
+            name,
+            None,
+            f"columns are {sorted(columns)}, expected path, offset, size and raw "
+            "(or path, offset and size, or raw alone)",
+        )
+    types = pa.types
+    for column in columns:
+        kind = schema.field(column).type
+        if types.is_null(kind):
+            continue
+        if column == "path":
+            if types.is_dictionary(kind):
+                kind = kind.value_type
+            ok = types.is_string(kind) or types.is_large_string(kind) or types.is_string_view(kind)
+        elif column == "raw":
+            ok = types.is_binary(kind) or types.is_large_binary(kind) or types.is_binary_view(kind)
+        else:
+            ok = types.is_integer(kind)
+        if not ok:
+            raise ReferenceFormatError(name, None, f"column {column!r} has type {kind}")
+
+
+def _parse_record(data: bytes, name: str) -> _Record:
+    """Parse a record file, then hand the decoding buffers back to the system."""
+    import pyarrow as pa
+
+    record = _decode_record(data, name)
+    pa.default_memory_pool().release_unused()
+    return record
+
+
+def _decode_record(data: bytes, name: str) -> _Record:
+    """Decode a record file into compact columns (see ``_compact_path``, ``_compact_integers``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    schema = _read_schema(data, name)
+    columns = _columns(schema)
+    dictionary = ["path"] if "path" in columns else None
+    try:
+        table = pq.ParquetFile(pa.BufferReader(data), read_dictionary=dictionary).read(
+            columns=columns, use_threads=False
+        )
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise ReferenceFormatError(name, None, f"not a readable Parquet file: {exc}") from exc
+
+    def column(label: str) -> Column | None:
+        if label not in columns:
+            return None
+        array: Column = table.column(label).combine_chunks()
+        return None if array.null_count == len(array) and label in ("path", "raw") else array
+
+    path = column("path")
+    if path is not None:
+        path = _compact_path(path)
+    raw = column("raw")
+    offset = _compact_integers(column("offset"), name, "offset")
+    size = _compact_integers(column("size"), name, "size")
+
+    masks = [array.is_valid() for array in (path, raw) if array is not None]
+    present: pa.BooleanArray | None = None
+    if len(masks) == 2:
+        present = pc.or_(masks[0], masks[1])
+    elif masks:
+        present = masks[0]
+    return _Record(name, table.num_rows, path, offset, size, raw, present)
+
+
+def _compact_path(path: Column) -> Column:
+    """Return ``path`` dictionary-encoded with the narrowest index type that fits."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    encoded = path if pa.types.is_dictionary(path.type) else pc.dictionary_encode(path)
+    kind = encoded.type
+    if not pa.types.is_dictionary(kind):
+        return encoded
+    entries = len(cast("pa.DictionaryArray[Any, Any]", encoded).dictionary)
+    for index_type, limit in ((pa.int8(), 1 << 7), (pa.int16(), 1 << 15)):
+        if entries <= limit:
+            return pc.cast(encoded, pa.dictionary(index_type, kind.value_type))
+    return encoded
+
+
+def _compact_integers(array: Column | None, name: str, label: str) -> Column | None:
+    """Return an integer column as uint32 when every value fits, as int64 otherwise.
+
+    (Offsets beyond 4 GiB keep 64 bits; sizes and most offsets halve their memory.)
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if array is None:
+        return None
+    try:
+        wide = pc.cast(array, pa.int64())
+    except (pa.ArrowException, ValueError) as exc:
+        raise ReferenceFormatError(name, None, f"column {label!r}: {exc}") from exc
+    bounds = pc.min_max(wide)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is None or high is None or low < 0 or high >= 1 << 32:
+        return wide
+    return pc.cast(wide, pa.uint32())
