@@ -142,8 +142,11 @@ class RefFilesystem:
         self._require(inode)
         if self._tree.is_dir(inode):
             return self._attributes(inode, True, 0)
-        key, reference = await self._reference(inode)
-        return self._attributes(inode, False, await self._reader.size(key, reference))
+        return await self._file_attributes(inode)
+
+    async def _file_attributes(self, inode: Inode) -> Attributes:
+        reference = await self._reference(inode)
+        return self._attributes(inode, False, await self._size(inode, reference))
 
     async def opendir(self, inode: Inode) -> None:
         """Check that ``inode`` is a directory that can be listed."""
@@ -176,7 +179,7 @@ class RefFilesystem:
     async def _entry_attributes(self, entry: Entry) -> Attributes:
         if entry.is_dir:
             return self._attributes(entry.inode, True, 0)
-        return await self.getattr(entry.inode)
+        return await self._file_attributes(entry.inode)
 
     # ------------------------------------------------------------------ files
 
@@ -187,9 +190,9 @@ class RefFilesystem:
             raise ReadOnlyError("the filesystem is read-only")
         if self._tree.is_dir(inode):
             raise FilesystemError(errno.EISDIR)
-        key, reference = await self._reference(inode)
+        reference = await self._reference(inode)
         handle = FileHandle(next(self._handles))
-        self._open[handle] = OpenFile(inode, key, reference)
+        self._open[handle] = OpenFile(inode, self._tree.path(inode), reference)
         return handle
 
     async def read(self, handle: FileHandle, offset: int, size: int) -> bytes:
@@ -221,7 +224,7 @@ class RefFilesystem:
         """Return one of ``user.refmount.{kind,url,offset,length}``."""
         if name not in await self.listxattr(inode):
             raise NoAttributeError(name)
-        key, reference = await self._reference(inode)
+        reference = await self._reference(inode)
         field = name.removeprefix(XATTR_PREFIX)
         if field == "kind":
             return reference_kind(reference).encode()
@@ -229,7 +232,7 @@ class RefFilesystem:
             return b"" if isinstance(reference, Inline) else reference.url.encode()
         if field == "offset":
             return str(reference.offset if isinstance(reference, Range) else 0).encode()
-        return str(await self._reader.size(key, reference)).encode()
+        return str(await self._size(inode, reference)).encode()
 
     # ------------------------------------------------------------------ misc
 
@@ -237,17 +240,22 @@ class RefFilesystem:
         """Return filesystem-wide figures."""
         return FilesystemStatistics(BLOCK_SIZE, self._tree.node_count, 255)
 
-    async def _reference(self, inode: Inode) -> tuple[str, Reference]:
+    async def _reference(self, inode: Inode) -> Reference:
         source = self._tree.file_source(inode)
         if isinstance(source, StaticFile):
             reference = self._references.get(source.key)
-            key = source.key
         else:
             reference = await self._chunk(source)
-            key = self._tree.path(inode)
         if reference is None:
-            raise NotFoundError(key)
-        return key, reference
+            raise NotFoundError(f"inode {inode} has no reference")
+        return reference
+
+    async def _size(self, inode: Inode, reference: Reference) -> int:
+        """Return a file's size; its key is only worked out when the target must be asked."""
+        known = self._reader.known_size(reference)
+        if known is not None:
+            return known
+        return await self._reader.size(self._tree.path(inode), reference)
 
     async def _chunk(self, source: GridChunk) -> Reference | None:
         references = self._references
