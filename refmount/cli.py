@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from refmount import __version__
-from refmount.config import MountConfig, ReadConfig, parse_duration, parse_size
+from refmount.config import DAY, MountConfig, ReadConfig, RetryConfig, parse_duration, parse_size
 from refmount.errors import MountError, ReferenceFormatError, RefmountError
 from refmount.urls import protocol_of
 
@@ -48,6 +48,9 @@ auto_unmount, default_permissions, ...) go to the kernel; refmount's own options
 given the same way, which is what /etc/fstab needs:
   cache_size=SIZE  remote_protocol=P  remote_options=JSON  target_options=JSON
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
+  timeout=DURATION  retries=N  attr_timeout=DURATION
+and shortcuts for S3 (s3fs), applied to targets and to REFS:
+  s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
 
 examples:
   refmount refs.json /mnt/data
@@ -119,6 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long the kernel may cache names and attributes (default: 1 day; the "
         "reference set never changes while mounted)",
     )
+    parser.add_argument(
+        "--timeout",
+        metavar="DURATION",
+        help="time limit of one request to a target, e.g. 30s (default), 500ms",
+    )
+    parser.add_argument(
+        "--retries",
+        metavar="N",
+        help="how many times a failed request is tried again (default 4) on connection "
+        "errors, timeouts, 5xx, 408, 429 and short bodies, with exponential backoff",
+    )
     parser.add_argument("--version", action="version", version=f"refmount {__version__}")
     return parser
 
@@ -157,18 +171,42 @@ def _json_object(name: str, text: str | None) -> dict[str, Any]:
     return value
 
 
-_OWN_OPTIONS: dict[str, str] = {
-    "cache_size": "cache_size",
-    "remote_protocol": "remote_protocol",
-    "remote_options": "remote_options",
-    "target_options": "target_options",
-    "target": "target",
-    "skip_invalid": "skip_invalid",
-    "log_level": "log_level",
-    "log_file": "log_file",
-    "foreground": "foreground",
-    "attr_timeout": "attr_timeout",
+_OWN_OPTIONS = frozenset(
+    {
+        "cache_size",
+        "remote_protocol",
+        "remote_options",
+        "target_options",
+        "target",
+        "skip_invalid",
+        "log_level",
+        "log_file",
+        "foreground",
+        "attr_timeout",
+        "timeout",
+        "retries",
+    }
+)
+"""refmount options that ``-o name=value`` may set, named like their command-line flags."""
+
+S3_SHORTCUTS = {
+    "s3_anon": ("anon", None),
+    "s3_endpoint_url": ("endpoint_url", None),
+    "s3_region": ("client_kwargs", "region_name"),
+    "s3_requester_pays": ("requester_pays", None),
 }
+"""``-o`` shortcuts for the S3 storage options of s3fs (for targets and the reference file)."""
+
+
+def _s3_options(shortcuts: dict[str, str | bool]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for name, value in shortcuts.items():
+        option, inner = S3_SHORTCUTS[name]
+        if inner is None:
+            options[option] = value
+        else:
+            options.setdefault(option, {})[inner] = value
+    return options
 
 
 def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
@@ -176,20 +214,28 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
     parser = build_parser()
     args = parser.parse_args(argv)
     fuse: list[str] = []
+    shortcuts: dict[str, str | bool] = {}
     for text in args.options:
         for option in split_options(text):
             name, has_value, value = option.partition("=")
-            own = _OWN_OPTIONS.get(name.replace("-", "_"))
-            if own is not None:
+            own = name.replace("-", "_")
+            if own in _OWN_OPTIONS:
                 if getattr(args, own) in (None, False):  # a command-line flag wins over -o
                     setattr(args, own, value if has_value else True)
+            elif own in S3_SHORTCUTS:
+                shortcuts[own] = value if has_value else True
             elif name == "rw":
                 parser.error("refmount is read-only: the 'rw' option is not supported")
             elif name not in IGNORED_MOUNT_OPTIONS:
                 fuse.append(option)
     try:
+        defaults = RetryConfig()
         read = ReadConfig(
             **({"cache_size": parse_size(args.cache_size)} if args.cache_size else {})
+        )
+        retry = RetryConfig(
+            timeout=parse_duration(args.timeout) if args.timeout else defaults.timeout,
+            retries=_count("retries", args.retries) if args.retries else defaults.retries,
         )
         config = MountConfig(
             refs=_absolute(args.refs),
@@ -199,15 +245,23 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             remote_protocol=args.remote_protocol,
             remote_options=_json_object("--remote-options", args.remote_options),
             target_options=_json_object("--target-options", args.target_options),
+            s3_options=_s3_options(shortcuts),
             target=None if args.target is None else _absolute(args.target),
             skip_invalid=bool(args.skip_invalid),
             log_level=args.log_level or "info",
             read=read,
-            **({"attr_timeout": parse_duration(args.attr_timeout)} if args.attr_timeout else {}),
+            retry=retry,
+            attr_timeout=parse_duration(args.attr_timeout) if args.attr_timeout else DAY,
         )
     except ValueError as error:
         parser.error(str(error))
     return config, args
+
+
+def _count(name: str, text: str) -> int:
+    if not str(text).isdigit():
+        raise ValueError(f"{name} must be a whole number, not {text!r}")
+    return int(text)
 
 
 def _absolute(url: str) -> str:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+DAY = 24 * 3600.0
+
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
@@ -48,6 +50,32 @@ class ReadConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryConfig:
+    """How remote requests are bounded and retried.
+
+    Each attempt gets ``timeout`` seconds. A retryable failure (connection error, timeout,
+    5xx, 408, 429, short body) is tried again up to ``retries`` more times, after a delay drawn
+    uniformly from ``[0, min(backoff_max, backoff_initial * 2**attempt)]`` ("full jitter").
+    """
+
+    timeout: float = 30.0
+    retries: int = 4
+    backoff_initial: float = 0.05
+    backoff_max: float = 2.0
+    connections_per_host: int = 32
+
+    def backoff_limit(self, attempt: int) -> float:
+        """Return the longest delay before retry number ``attempt + 1``."""
+        return min(self.backoff_max, self.backoff_initial * float(2**attempt))
+
+    @property
+    def worst_case(self) -> float:
+        """Return the longest a request can take, all attempts and delays included."""
+        delays = sum((self.backoff_limit(a) for a in range(self.retries)), 0.0)
+        return self.timeout * (self.retries + 1) + delays
+
+
+@dataclass(frozen=True, slots=True)
 class MountConfig:
     """Everything the daemon needs to mount one reference set."""
 
@@ -58,8 +86,10 @@ class MountConfig:
     remote_protocol: str | None = None
     remote_options: Mapping[str, Any] = field(default_factory=dict)
     target_options: Mapping[str, Any] = field(default_factory=dict)
+    s3_options: Mapping[str, Any] = field(default_factory=dict)
     target: str | None = None
     skip_invalid: bool = False
     log_level: str = "info"
     read: ReadConfig = field(default_factory=ReadConfig)
-    attr_timeout: float = 24 * 3600.0
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    attr_timeout: float = DAY

@@ -23,7 +23,7 @@ from refmount.formats import LoadOptions, load
 from refmount.fuse_ops import FuseOperations
 from refmount.model import ReferenceSet
 from refmount.reader import Reader
-from refmount.store import FsspecSource, Store
+from refmount.store import FsspecSource, StorageOptions, Store
 from refmount.tree import Tree
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,8 @@ def load_references(config: MountConfig) -> Loaded:
     """Read and check the reference set; raises ``ReferenceFormatError`` when malformed."""
     started = time.monotonic()
     try:
-        source = FsspecSource(config.refs, config.target_options)
+        storage = StorageOptions(config.target_options, config.s3_options)
+        source = FsspecSource(config.refs, storage)
     except (OSError, ValueError, ImportError) as error:
         raise ReferenceFormatError(config.refs, None, f"cannot open: {error}") from error
     options = LoadOptions(
@@ -106,7 +107,11 @@ def mount_and_serve(
     config: MountConfig, loaded: Loaded, on_ready: Callable[[], None] = lambda: None
 ) -> None:
     """Mount, call ``on_ready`` once the mount answers, serve until unmounted or signalled."""
-    reader = Reader(Store(config.remote_options), config.read)
+    store = Store(
+        StorageOptions(config.remote_options, config.s3_options),
+        connections_per_host=config.retry.connections_per_host,
+    )
+    reader = Reader(store, config.read, config.retry)
     filesystem = RefFilesystem(
         loaded.tree,
         loaded.references,

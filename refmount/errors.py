@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import errno as errno_codes
+from typing import Self
 
 
 class RefmountError(Exception):
@@ -71,22 +72,36 @@ class NoAttributeError(FilesystemError):
 
 
 class RemoteError(RefmountError):
-    """The store could not read a URL; carries the URL and the underlying error's text."""
+    """The store could not read a URL; carries the URL, the underlying error's text, and
+    whether trying again may help (connection errors, timeouts, 5xx, 408, 429)."""
 
-    def __init__(self, url: str, problem: str) -> None:
+    def __init__(self, url: str, problem: str, *, retryable: bool = False) -> None:
         self.url = url
         self.problem = problem
+        self.retryable = retryable
         super().__init__(f"{url}: {problem}")
 
 
 class TargetError(RefmountError):
-    """Reading a reference's target failed; the message names the key and the URL."""
+    """Reading a reference's target failed; the message names the key, the URL and, when the
+    request was tried more than once, how many attempts were made."""
 
     def __init__(self, key: str, url: str, problem: str) -> None:
         self.key = key
         self.url = url
         self.problem = problem
-        super().__init__(f"key {key!r} ({url}): {problem}")
+        self.attempts = 1
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        tries = f" (after {self.attempts} attempts)" if self.attempts > 1 else ""
+        return f"key {self.key!r} ({self.url}): {self.problem}{tries}"
+
+    def after_attempts(self, attempts: int) -> Self:
+        """Return this error, saying it is the last of ``attempts`` attempts."""
+        self.attempts = attempts
+        self.args = (self._message(),)
+        return self
 
 
 class TargetReadError(TargetError):

@@ -15,6 +15,7 @@ from refmount.errors import (
     NoAttributeError,
     NotFoundError,
     ReadOnlyError,
+    TargetReadError,
 )
 from refmount.model import (
     FileHandle,
@@ -245,7 +246,7 @@ class RefFilesystem:
         if isinstance(source, StaticFile):
             reference = self._references.get(source.key)
         else:
-            reference = await self._chunk(source)
+            reference = await self._chunk(inode, source)
         if reference is None:
             raise NotFoundError(f"inode {inode} has no reference")
         return reference
@@ -257,13 +258,20 @@ class RefFilesystem:
             return known
         return await self._reader.size(self._tree.path(inode), reference)
 
-    async def _chunk(self, source: GridChunk) -> Reference | None:
+    async def _chunk(self, inode: Inode, source: GridChunk) -> Reference | None:
         references = self._references
         if references.chunk_is_loaded(source.grid, source.index):
             return references.chunk(source.grid, source.index)
-        return await trio.to_thread.run_sync(
-            references.chunk, source.grid, source.index, limiter=self._record_threads
-        )
+        try:
+            return await trio.to_thread.run_sync(
+                references.chunk, source.grid, source.index, limiter=self._record_threads
+            )
+        except OSError as error:
+            raise TargetReadError(
+                self._tree.path(inode),
+                references.source,
+                f"cannot read the record file that holds this chunk: {error}",
+            ) from error
 
     def _attributes(self, inode: Inode, is_dir: bool, size: int) -> Attributes:
         owner = self._owner

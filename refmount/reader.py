@@ -4,6 +4,7 @@ fetches for large references, single-flight, the byte budget, and length checks.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
@@ -11,7 +12,7 @@ from typing import Generic, Protocol, TypeVar
 import trio
 
 from refmount.cache import ByteCache
-from refmount.config import ReadConfig
+from refmount.config import ReadConfig, RetryConfig
 from refmount.errors import RemoteError, ShortReadError, TargetError, TargetReadError
 from refmount.model import Inline, Range, Reference, Whole
 
@@ -92,6 +93,7 @@ class ReaderStatistics:
     fetches: int
     bytes_fetched: int
     cache_hits: int
+    retries: int
     errors: int
 
 
@@ -101,12 +103,23 @@ class Reader:
     A reference of up to ``whole_fetch_limit`` bytes is fetched whole by its first read and
     later reads are sliced from memory. Larger references are fetched in aligned blocks of
     ``block_size``. Every fetch must return exactly the bytes asked for: a shorter answer is
-    a ``ShortReadError``, never padded. Runs on the event loop thread only.
+    retried and then a ``ShortReadError``, never padded; a longer one means the server ignored
+    the range. Each request is bounded by ``retry.timeout`` and retried as ``retry`` says.
+    Runs on the event loop thread only.
     """
 
-    def __init__(self, target: Target, config: ReadConfig) -> None:
+    def __init__(
+        self,
+        target: Target,
+        config: ReadConfig,
+        retry: RetryConfig | None = None,
+        *,
+        jitter: Callable[[float], float] = lambda limit: random.uniform(0, limit),
+    ) -> None:
         self._target = target
         self._config = config
+        self._retry = retry or RetryConfig()
+        self._jitter = jitter
         self._cache = ByteCache(config.cache_size)
         self._fetches: SingleFlight[bytes] = SingleFlight()
         self._sizes: SingleFlight[int] = SingleFlight()
@@ -116,6 +129,7 @@ class Reader:
         self._bytes_served = 0
         self._fetch_count = 0
         self._bytes_fetched = 0
+        self._retries = 0
         self._errors = 0
 
     def known_size(self, reference: Reference) -> int | None:
@@ -137,11 +151,7 @@ class Reader:
         url = reference.url
 
         async def ask() -> int:
-            try:
-                size = await self._target.size(url)
-            except RemoteError as error:
-                self._errors += 1
-                raise TargetReadError(key, url, f"cannot get size: {error.problem}") from error
+            size = await self._attempts(key, url, lambda: self._target.size(url), "cannot get size")
             self._known_sizes[url] = size
             return size
 
@@ -190,21 +200,68 @@ class Reader:
             self._in_flight_bytes += length
             self._cache.shrink(self._in_flight_bytes)
             try:
-                data = await self._target.read_range(url, start, end)
-            except RemoteError as error:
-                self._errors += 1
-                raise TargetReadError(key, url, error.problem) from error
+                data = await self._attempts(
+                    key, url, lambda: self._checked_range(key, url, start, end), "read failed"
+                )
             finally:
                 self._in_flight_bytes -= length
-            self._fetch_count += 1
-            self._bytes_fetched += len(data)
-            if len(data) != length:
-                self._errors += 1
-                raise ShortReadError(key, url, length, len(data))
             self._cache.put(cache_key, data, reserve=self._in_flight_bytes)
             return data
 
         return await self._fetches.run(cache_key, fetch)
+
+    async def _checked_range(self, key: str, url: str, start: int, end: int) -> bytes:
+        """Fetch ``[start, end)`` and insist on exactly that many bytes."""
+        data = await self._target.read_range(url, start, end)
+        self._fetch_count += 1
+        self._bytes_fetched += len(data)
+        expected = end - start
+        if len(data) > expected:
+            raise TargetReadError(
+                key,
+                url,
+                f"the server ignored the Range request: it sent {len(data)} bytes for a "
+                f"{expected}-byte range",
+            )
+        if len(data) < expected:
+            raise ShortReadError(key, url, expected, len(data))
+        return data
+
+    async def _attempts(
+        self, key: str, url: str, request: Callable[[], Awaitable[T]], what: str
+    ) -> T:
+        """Run ``request`` with the per-request timeout, retrying retryable failures.
+
+        Retryable: ``RemoteError``s the store marks so, timeouts and short bodies. After the
+        last attempt the error names the key, the URL, the last problem and the attempts.
+        """
+        policy = self._retry
+        attempt = 0
+        while True:
+            try:
+                with trio.fail_after(policy.timeout):
+                    return await request()
+            except trio.TooSlowError:
+                error: TargetError = TargetReadError(
+                    key, url, f"{what}: no answer within {policy.timeout:g} s"
+                )
+                retryable = True
+            except ShortReadError as short:
+                error, retryable = short, True
+            except TargetError as other:
+                error, retryable = other, False
+            except RemoteError as remote:
+                error = TargetReadError(key, url, f"{what}: {remote.problem}")
+                error.__cause__ = remote
+                retryable = remote.retryable
+            if not retryable or attempt >= policy.retries:
+                self._errors += 1
+                raise error.after_attempts(attempt + 1)
+            self._retries += 1
+            delay = self._jitter(policy.backoff_limit(attempt))
+            log.debug("retrying %s for key %r in %.2f s: %s", url, key, delay, error)
+            attempt += 1
+            await trio.sleep(delay)
 
     def statistics(self) -> ReaderStatistics:
         """Return the read path's counters."""
@@ -214,5 +271,6 @@ class Reader:
             self._fetch_count,
             self._bytes_fetched,
             self._cache.statistics().hits,
+            self._retries,
             self._errors,
         )

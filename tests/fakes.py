@@ -40,34 +40,41 @@ class LocalSource:
 class MemoryTarget:
     """A reader ``Target`` over in-memory objects that counts requests and can fail them.
 
-    ``truncate`` serves an object shorter than it is; ``failing`` URLs raise ``RemoteError``;
-    ``gate`` (a ``trio.Event``) holds every request until it is set.
+    ``truncate`` serves an object shorter than it is; ``failing`` URLs raise a permanent
+    ``RemoteError``; ``flaky[url] = n`` fails the next ``n`` requests with a retryable one;
+    ``ignore_range`` URLs answer every range with the whole object, like an HTTP server that
+    ignores Range; ``gate`` (a ``trio.Event``) holds every request until it is set.
     """
 
     objects: dict[str, bytes] = field(default_factory=dict)
     ranges: list[tuple[str, int, int]] = field(default_factory=list)
     sizes: list[str] = field(default_factory=list)
     failing: set[str] = field(default_factory=set)
+    flaky: dict[str, int] = field(default_factory=dict)
+    ignore_range: set[str] = field(default_factory=set)
     truncate: dict[str, int] = field(default_factory=dict)
     gate: object | None = None
 
-    async def read_range(self, url: str, start: int, end: int) -> bytes:
+    def _fail(self, url: str) -> None:
         from refmount.errors import RemoteError
 
+        if self.flaky.get(url, 0) > 0:
+            self.flaky[url] -= 1
+            raise RemoteError(url, "injected 503", retryable=True)
+        if url in self.failing or url not in self.objects:
+            raise RemoteError(url, "injected failure")
+
+    async def read_range(self, url: str, start: int, end: int) -> bytes:
         self.ranges.append((url, start, end))
         if self.gate is not None:
             await self.gate.wait()  # type: ignore[attr-defined]
-        if url in self.failing or url not in self.objects:
-            raise RemoteError(url, "injected failure")
+        self._fail(url)
         data = self.objects[url][: self.truncate.get(url)]
-        return data[start:end]
+        return data if url in self.ignore_range else data[start:end]
 
     async def size(self, url: str) -> int:
-        from refmount.errors import RemoteError
-
         self.sizes.append(url)
-        if url in self.failing or url not in self.objects:
-            raise RemoteError(url, "injected failure")
+        self._fail(url)
         return len(self.objects[url])
 
 

@@ -238,3 +238,17 @@ def test_statfs_reports_names_and_limits(simple: RefFilesystem) -> None:
     figures = simple.statfs()
     assert figures.name_max == 255
     assert figures.files >= 7
+
+
+async def test_unreadable_record_file_is_eio_naming_the_chunk() -> None:
+    fs, refs = grid_fs(loaded=False)
+
+    def unreadable(grid: int, index: int) -> Reference | None:
+        raise ConnectionResetError("record store went away")
+
+    refs.chunk = unreadable  # type: ignore[method-assign]
+    array = await path_inode(fs, "x")
+    with pytest.raises(TargetReadError) as caught:
+        await fs.lookup(array, "0.1")
+    assert caught.value.key == "x/0.1"
+    assert "record store went away" in str(caught.value)

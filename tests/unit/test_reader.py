@@ -6,7 +6,7 @@ import pytest
 import trio
 import trio.testing
 
-from refmount.config import ReadConfig
+from refmount.config import ReadConfig, RetryConfig
 from refmount.errors import ShortReadError, TargetReadError
 from refmount.model import Inline, Range, Whole
 from refmount.reader import Reader
@@ -20,8 +20,8 @@ def target() -> MemoryTarget:
     return MemoryTarget(objects={"mem://obj": DATA})
 
 
-def reader_for(target: MemoryTarget, **config: int) -> Reader:
-    return Reader(target, ReadConfig(**config))
+def reader_for(target: MemoryTarget, retry: RetryConfig | None = None, **config: int) -> Reader:
+    return Reader(target, ReadConfig(**config), retry or RetryConfig(retries=0))
 
 
 async def test_inline_reads_slice_without_io(target: MemoryTarget) -> None:
@@ -177,3 +177,94 @@ async def test_budget_evicts_and_refetches(target: MemoryTarget) -> None:
     await reader.read("b", second, 0, 10)
     await reader.read("a", first, 0, 10)
     assert len(target.ranges) == 3
+
+
+RETRY = RetryConfig(timeout=5.0, retries=3, backoff_initial=0.1, backoff_max=1.0)
+
+
+async def test_retryable_failures_are_retried_until_they_pass(
+    target: MemoryTarget, autojump_clock: trio.testing.MockClock
+) -> None:
+    target.flaky["mem://obj"] = 3
+    reader = reader_for(target, RETRY)
+    assert await reader.read("k", Range("mem://obj", 0, 100), 0, 100) == DATA[:100]
+    assert len(target.ranges) == 4
+    assert reader.statistics().retries == 3
+    assert reader.statistics().errors == 0
+
+
+async def test_failures_that_outlast_the_retries_name_the_attempts(
+    target: MemoryTarget, autojump_clock: trio.testing.MockClock
+) -> None:
+    target.flaky["mem://obj"] = 10
+    reader = reader_for(target, RETRY)
+    started = trio.current_time()
+    with pytest.raises(TargetReadError) as caught:
+        await reader.read("a/0", Range("mem://obj", 0, 100), 0, 100)
+    assert "injected 503" in str(caught.value)
+    assert "(after 4 attempts)" in str(caught.value)
+    assert caught.value.attempts == 4
+    assert len(target.ranges) == 4
+    assert trio.current_time() - started <= RETRY.worst_case
+    assert reader.statistics().errors == 1
+
+
+async def test_permanent_failures_are_not_retried(
+    target: MemoryTarget, autojump_clock: trio.testing.MockClock
+) -> None:
+    target.failing.add("mem://obj")
+    reader = reader_for(target, RETRY)
+    with pytest.raises(TargetReadError) as caught:
+        await reader.read("k", Range("mem://obj", 0, 10), 0, 10)
+    assert caught.value.attempts == 1
+    assert len(target.ranges) == 1
+
+
+async def test_short_bodies_are_retried_then_reported(
+    target: MemoryTarget, autojump_clock: trio.testing.MockClock
+) -> None:
+    target.truncate["mem://obj"] = 50
+    reader = reader_for(target, RETRY)
+    with pytest.raises(ShortReadError, match=r"returned 50 bytes, expected 100 \(after 4"):
+        await reader.read("k", Range("mem://obj", 0, 100), 0, 100)
+    assert len(target.ranges) == 4
+
+
+async def test_a_server_that_ignores_range_is_refused_at_once(
+    target: MemoryTarget, autojump_clock: trio.testing.MockClock
+) -> None:
+    target.ignore_range.add("mem://obj")
+    reader = reader_for(target, RETRY)
+    with pytest.raises(TargetReadError, match="ignored the Range request") as caught:
+        await reader.read("k", Range("mem://obj", 10, 100), 0, 100)
+    assert f"sent {len(DATA)} bytes for a 100-byte range" in str(caught.value)
+    assert len(target.ranges) == 1
+    # a whole-object read from the same server is still fine
+    assert await reader.read("w", Whole("mem://obj"), 0, 10) == DATA[:10]
+
+
+async def test_requests_that_hang_time_out_and_are_retried(
+    target: MemoryTarget, autojump_clock: trio.testing.MockClock
+) -> None:
+    target.gate = trio.Event()  # never set: every request hangs
+    reader = reader_for(target, RETRY)
+    started = trio.current_time()
+    with pytest.raises(TargetReadError, match=r"no answer within 5 s \(after 4 attempts\)"):
+        await reader.read("k", Range("mem://obj", 0, 10), 0, 10)
+    elapsed = trio.current_time() - started
+    assert 4 * RETRY.timeout <= elapsed <= RETRY.worst_case
+    assert len(target.ranges) == 4
+
+
+async def test_size_requests_are_retried_too(
+    target: MemoryTarget, autojump_clock: trio.testing.MockClock
+) -> None:
+    target.flaky["mem://obj"] = 2
+    reader = reader_for(target, RETRY)
+    assert await reader.size("w", Whole("mem://obj")) == len(DATA)
+    assert target.sizes == ["mem://obj"] * 3
+
+
+def test_backoff_is_bounded_full_jitter() -> None:
+    assert [RETRY.backoff_limit(a) for a in range(5)] == [0.1, 0.2, 0.4, 0.8, 1.0]
+    assert RETRY.worst_case == pytest.approx(5.0 * 4 + 0.1 + 0.2 + 0.4)
