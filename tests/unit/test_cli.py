@@ -89,3 +89,33 @@ def test_local_target_is_made_absolute(tmp_path: Path) -> None:
     assert config.target == os.path.abspath("data.nc")
     config, _ = parse_args(["--target", "s3://b/data.nc", "refs.json", str(tmp_path)])
     assert config.target == "s3://b/data.nc"
+
+
+def test_timeout_retries_and_s3_shortcuts(tmp_path: Path) -> None:
+    config, _ = parse_args(
+        [
+            "--timeout",
+            "2s",
+            "-o",
+            "retries=7,s3_endpoint_url=http://127.0.0.1:9000,s3_region=eu-west-1,s3_anon",
+            "-o",
+            "s3_requester_pays",
+            "s3://bucket/refs.json",
+            str(tmp_path),
+        ]
+    )
+    assert config.retry.timeout == 2.0
+    assert config.retry.retries == 7
+    assert config.s3_options == {
+        "endpoint_url": "http://127.0.0.1:9000",
+        "client_kwargs": {"region_name": "eu-west-1"},
+        "anon": True,
+        "requester_pays": True,
+    }
+    assert config.fuse_options == ()
+
+
+def test_bad_retries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--retries", "-1", "refs.json", str(tmp_path)])
+    assert "retries must be a whole number" in capsys.readouterr().err
