@@ -174,9 +174,12 @@ class Store:
         fs, path = self._resolve(url)
         if fs.async_impl:
             return cast(
-                bytes, await self._on_fsspec_loop(url, lambda: fs._cat_file(path, start, end))
+                bytes,
+                await self._on_fsspec_loop(url, lambda: fs._cat_file(path, start=start, end=end)),
             )
-        return cast(bytes, await self._in_thread(url, fs.cat_file, path, start, end))
+        return cast(
+            bytes, await self._in_thread(url, lambda: fs.cat_file(path, start=start, end=end))
+        )
 
     async def size(self, url: str) -> int:
         """Return the size in bytes of the whole target ``url``."""
@@ -184,7 +187,7 @@ class Store:
         if fs.async_impl:
             info = await self._on_fsspec_loop(url, lambda: fs._info(path))
         else:
-            info = await self._in_thread(url, fs.info, path)
+            info = await self._in_thread(url, lambda: fs.info(path))
         size = info.get("size") if isinstance(info, dict) else None
         if not isinstance(size, int):
             raise RemoteError(url, "the target does not report its size")
@@ -214,10 +217,10 @@ class Store:
             except Exception as error:
                 raise remote_error(url, error) from error
 
-    async def _in_thread(self, url: str, function: Callable[..., T], *args: Any) -> T:
+    async def _in_thread(self, url: str, function: Callable[[], T]) -> T:
         try:
             return await trio.to_thread.run_sync(
-                lambda: function(*args), limiter=self._threads, abandon_on_cancel=True
+                function, limiter=self._threads, abandon_on_cancel=True
             )
         except Exception as error:
             raise remote_error(url, error) from error
