@@ -1,8 +1,9 @@
 """Benchmark refmount against in-process fsspec on the same data, in the same run.
 
 Figures are reported as ratios against the baseline measured in this run, never as absolute
-goals. Usage: ``.venv/bin/python scripts/bench.py [--chunks 512] [--parquet-refs 1000000]``.
-Everything is generated under a temporary directory and removed afterwards.
+goals. Run it with ``scripts/bench`` (options: ``--help``). Targets are local files, an HTTP
+range server and a local S3 server (moto), all on 127.0.0.1 and started here; everything is
+generated under a temporary directory and removed afterwards.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from tests.servers import DUMMY_AWS_ENVIRONMENT, RangeHTTPServer, create_bucket, moto_s3
 
 MIB = 1024 * 1024
 
@@ -77,14 +80,20 @@ def timed(function: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def make_big(directory: Path, chunks: int, chunk_size: int) -> tuple[Path, list[str]]:
-    """One target file of ``chunks * chunk_size`` bytes and a JSON set of one key each."""
+def make_big(
+    directory: Path, chunks: int, chunk_size: int, url: str | None = None
+) -> tuple[Path, list[str]]:
+    """A JSON set of ``chunks`` keys of ``chunk_size`` bytes each, all in one target file.
+
+    ``url`` is where the references say the target is (default: the local file).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / "big.bin"
-    rng = np.random.default_rng(0)
-    with open(target, "wb") as handle:
-        for _ in range(chunks):
-            handle.write(rng.bytes(chunk_size))
+    if not target.exists() or target.stat().st_size < chunks * chunk_size:
+        rng = np.random.default_rng(0)
+        with open(target, "wb") as handle:
+            for _ in range(chunks):
+                handle.write(rng.bytes(chunk_size))
     refs: dict[str, object] = {
         ".zgroup": '{"zarr_format": 2}',
         "big/.zarray": json.dumps({"shape": [chunks * chunk_size], "chunks": [chunk_size]}),
@@ -92,9 +101,9 @@ def make_big(directory: Path, chunks: int, chunk_size: int) -> tuple[Path, list[
     keys = []
     for i in range(chunks):
         key = f"big/{i}"
-        refs[key] = [str(target), i * chunk_size, chunk_size]
+        refs[key] = [url or str(target), i * chunk_size, chunk_size]
         keys.append(key)
-    path = directory / "big.json"
+    path = directory / f"big-{len(list(directory.glob('big*.json')))}.json"
     path.write_text(json.dumps({"version": 1, "refs": refs}))
     return path, keys
 
@@ -143,20 +152,31 @@ def read_file(path: Path) -> int:
         return total
 
 
-def bench_read(workdir: Path, chunks: int, chunk_size: int) -> dict[str, float]:
-    refs, keys = make_big(workdir / "big", chunks, chunk_size)
+def bench_read(
+    workdir: Path,
+    chunks: int,
+    chunk_size: int,
+    url: str | None = None,
+    options: tuple[str, ...] = (),
+    fsspec_options: dict[str, object] | None = None,
+) -> dict[str, float]:
+    """Sequential reads of every chunk: in-process fsspec cat against refmount (1 and 8)."""
+    refs, keys = make_big(workdir / "big", chunks, chunk_size, url)
     megabytes = chunks * chunk_size / MIB
-    fs = fsspec.filesystem("reference", fo=str(refs), remote_protocol="file")
-    for key in keys:  # warm the target in the page cache for both sides
+    protocol = (url or "file://").split("://")[0]
+    fs = fsspec.filesystem(
+        "reference", fo=str(refs), remote_protocol=protocol, remote_options=fsspec_options or {}
+    )
+    for key in keys:  # connect, and warm the local target's page cache for both sides
         fs.cat(key)
     fsspec_seconds = timed(lambda: [fs.cat(key) for key in keys])
     result = {"fsspec_cat_mib_s": megabytes / fsspec_seconds}
-    with mounted(refs, workdir / "mnt-big") as daemon:
+    with mounted(refs, workdir / "mnt-big", *options) as daemon:
         paths = [daemon.mountpoint / key for key in keys]
         result["refmount_1_reader_mib_s"] = megabytes / timed(lambda: [read_file(p) for p in paths])
         result["reread_page_cache_mib_s"] = megabytes / timed(lambda: [read_file(p) for p in paths])
     with (
-        mounted(refs, workdir / "mnt-big8") as daemon,
+        mounted(refs, workdir / "mnt-big8", *options) as daemon,
         concurrent.futures.ThreadPoolExecutor(8) as pool,
     ):
         paths = [daemon.mountpoint / key for key in keys]
@@ -190,9 +210,36 @@ def bench_parquet(workdir: Path, references: int) -> dict[str, float]:
     return result
 
 
+def bench_http(workdir: Path, chunks: int, chunk_size: int) -> dict[str, float]:
+    """The same reads with the target behind an HTTP range server on 127.0.0.1."""
+    directory = workdir / "remote"
+    make_big(directory, chunks, chunk_size)
+    with RangeHTTPServer(directory=directory) as server:
+        return bench_read(directory, chunks, chunk_size, server.url_for("big.bin"))
+
+
+def bench_s3(workdir: Path, chunks: int, chunk_size: int) -> dict[str, float]:
+    """The same reads with the target in a local S3 server (moto) reached through s3fs."""
+    os.environ.update(DUMMY_AWS_ENVIRONMENT)
+    directory = workdir / "remote"
+    make_big(directory, chunks, chunk_size)
+    with moto_s3() as endpoint:
+        bucket = create_bucket(endpoint, "bench")
+        url = bucket.put("big.bin", (directory / "big.bin").read_bytes())
+        return bench_read(
+            directory,
+            chunks,
+            chunk_size,
+            url,
+            ("-o", f"s3_endpoint_url={endpoint}"),
+            {"endpoint_url": endpoint},
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--chunks", type=int, default=512, help="1 MiB chunks in the big set")
+    parser.add_argument("--chunks", type=int, default=512, help="1 MiB chunks, local target")
+    parser.add_argument("--remote-chunks", type=int, default=64, help="the same, HTTP and S3")
     parser.add_argument("--chunk-size", type=int, default=MIB)
     parser.add_argument("--parquet-refs", type=int, default=1_000_000)
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -201,6 +248,8 @@ def main() -> None:
         workdir = Path(tmp)
         figures = {
             "read_local_file": bench_read(workdir, args.chunks, args.chunk_size),
+            "read_http": bench_http(workdir, args.remote_chunks, args.chunk_size),
+            "read_s3": bench_s3(workdir, args.remote_chunks, args.chunk_size),
             "parquet": bench_parquet(workdir, args.parquet_refs),
             "other_cpu_load": os.getloadavg()[0],
         }
