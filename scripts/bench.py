@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tests.integration.datasets import zarray
 from tests.servers import DUMMY_AWS_ENVIRONMENT, RangeHTTPServer, create_bucket, moto_s3
 
 MIB = 1024 * 1024
@@ -116,17 +117,10 @@ def make_parquet(directory: Path, references: int, record_size: int = 100_000) -
     root = directory / "huge.parq"
     (root / "v").mkdir(parents=True, exist_ok=True)
     target = str(directory / "big" / "big.bin")
-    zarray = {
-        "shape": [rows * 10, columns * 10],
-        "chunks": [10, 10],
-        "dtype": "<u1",
-        "compressor": None,
-        "fill_value": 0,
-        "filters": None,
-        "order": "C",
-        "zarr_format": 2,
+    metadata = {
+        ".zgroup": {"zarr_format": 2},
+        "v/.zarray": zarray([rows * 10, columns * 10], [10, 10]),
     }
-    metadata = {".zgroup": {"zarr_format": 2}, "v/.zarray": zarray}
     (root / ".zmetadata").write_text(json.dumps({"metadata": metadata, "record_size": record_size}))
     for record in range(-(-total // record_size)):
         start = record * record_size

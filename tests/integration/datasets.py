@@ -105,3 +105,17 @@ def json_v1(directory: Path, compress: bool = False) -> Dataset:
     path = directory / ("refs.json.gz" if compress else "refs.json")
     path.write_bytes(gzip.compress(text) if compress else text)
     return Dataset(path, expected)
+
+
+def zarray(shape: list[int], chunks: list[int], dtype: str = "<u1") -> dict[str, Any]:
+    """Return a zarr v2 ``.zarray`` document for an uncompressed array."""
+    return {
+        "shape": shape,
+        "chunks": chunks,
+        "dtype": dtype,
+        "compressor": None,
+        "fill_value": 0,
+        "filters": None,
+        "order": "C",
+        "zarr_format": 2,
+    }

@@ -12,7 +12,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from tests.integration.datasets import Dataset, json_v0, json_v1, target_bytes
+from tests.integration.datasets import Dataset, json_v0, json_v1, target_bytes, zarray
 from tests.integration.mounting import Mount, mounted, requires_fuse
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
@@ -179,33 +179,11 @@ def test_parquet_set_written_by_kerchunk(tmp_path: Path) -> None:
     target = str(directory / "data.bin")
     refs = {
         ".zgroup": json.dumps({"zarr_format": 2}),
-        "x/.zarray": json.dumps(
-            {
-                "shape": [4, 6],
-                "chunks": [2, 3],
-                "dtype": "<u1",
-                "compressor": None,
-                "fill_value": 0,
-                "filters": None,
-                "order": "C",
-                "zarr_format": 2,
-            }
-        ),
+        "x/.zarray": json.dumps(zarray([4, 6], [2, 3])),
         "x/0.0": [target, 0, 6],
         "x/0.1": [target, 6, 6],
         "x/1.0": [target, 100, 6],
-        "z/.zarray": json.dumps(
-            {
-                "shape": [5],
-                "chunks": [1],
-                "dtype": "<u1",
-                "compressor": None,
-                "fill_value": 0,
-                "filters": None,
-                "order": "C",
-                "zarr_format": 2,
-            }
-        ),
+        "z/.zarray": json.dumps(zarray([5], [1])),
         "z/0": base64_ref(b"\x00\x01"),
         "z/1": "rawtext",
         "z/2": [target, 12, 4],
@@ -224,8 +202,8 @@ def test_parquet_set_written_by_kerchunk(tmp_path: Path) -> None:
         assert (mount.path / "z/2").read_bytes() == data[12:16]
         for absent in ("x/1.1", "z/3", "z/5", "x/0.2", "x/0.0.0"):
             assert not (mount.path / absent).exists(), absent
-        zarray = json.loads((mount.path / "x/.zarray").read_bytes())
-        assert zarray["chunks"] == [2, 3]
+        array = json.loads((mount.path / "x/.zarray").read_bytes())
+        assert array["chunks"] == [2, 3]
 
 
 def base64_ref(data: bytes) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.datasets import target_bytes
+from tests.integration.datasets import target_bytes, zarray
 from tests.integration.mounting import Mount, mounted, requires_fuse
 from tests.servers import Fault, FaultProxy, RangeHTTPServer, S3Bucket
 
@@ -464,19 +464,9 @@ def test_parquet_reference_directory_on_s3(tmp_path: Path, s3_bucket: S3Bucket) 
     refs_to_dataframe = pytest.importorskip("kerchunk.df").refs_to_dataframe
     data = target_bytes(10_000, 51)
     target = s3_bucket.put("targets/data.bin", data)
-    zarray = {
-        "shape": [4, 6],
-        "chunks": [2, 3],
-        "dtype": "<u1",
-        "compressor": None,
-        "fill_value": 0,
-        "filters": None,
-        "order": "C",
-        "zarr_format": 2,
-    }
     refs = {
         ".zgroup": json.dumps({"zarr_format": 2}),
-        "x/.zarray": json.dumps(zarray),
+        "x/.zarray": json.dumps(zarray([4, 6], [2, 3])),
         "x/0.0": [target, 0, 6],
         "x/0.1": [target, 6, 6],
         "x/1.0": [target, 100, 6],
