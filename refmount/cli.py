@@ -4,15 +4,17 @@ and detaching into the background once the mount answers."""
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import logging.handlers
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from refmount import __version__
 from refmount.config import DAY, MountConfig, ReadConfig, RetryConfig, parse_duration, parse_size
@@ -29,9 +31,23 @@ READY_FD_VARIABLE = "REFMOUNT_READY_FD"
 """Set by a backgrounding parent: the pipe its daemon child reports readiness on."""
 
 IGNORED_MOUNT_OPTIONS = frozenset(
-    {"defaults", "auto", "noauto", "user", "users", "nouser", "nofail", "_netdev", "ro"}
+    {"defaults", "auto", "noauto", "user", "users", "nouser", "nofail", "_netdev"}
+    | {"ro", "rw", "dev", "suid"}
 )
-"""mount(8) options that mean nothing to refmount (it is always read-only)."""
+"""mount(8) options that mean nothing to refmount. mount(8) adds ``rw,dev,suid`` to every
+mount not marked otherwise: the mount stays read-only, and nosuid,nodev (libfuse's defaults
+for a tree without devices or set-user-ID files)."""
+
+IGNORED_MOUNT_OPTION_PREFIXES = ("x-", "X-", "comment=")
+"""fstab options meant for other programs (``x-systemd.*``, ``X-mount.*``, ``comment=``)."""
+
+SUBCOMMANDS = ("check", "stats")
+"""Words that, as the first argument, select a subcommand instead of naming REFS."""
+
+USAGE = """\
+refmount [options] REFS MOUNTPOINT
+       refmount check [options] REFS
+       refmount stats [--json] MOUNTPOINT"""
 
 DESCRIPTION = """\
 Mount a kerchunk/fsspec reference set as a read-only directory tree.
@@ -40,6 +56,14 @@ REFS is a reference file or directory: JSON version 0 or 1 (optionally gzip/zstd
 compressed) or a Parquet reference directory, local or at any fsspec URL (s3://, https://,
 simplecache::...). Every key becomes a file; '/' in keys makes directories; reads become
 byte-range reads of the targets.
+
+subcommands (only as the first argument):
+  check REFS     validate a reference set without mounting it and summarise it
+                 (refmount check --help)
+  stats MNT      show the counters and latencies of a mounted refmount
+                 (refmount stats --help)
+To mount a reference file literally called 'check' or 'stats', write ./check, or put
+'--' first: refmount -- check /mnt/data
 """
 
 EPILOG = """\
@@ -67,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``refmount`` command."""
     parser = argparse.ArgumentParser(
         prog="refmount",
+        usage=USAGE,
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -224,9 +249,9 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
                     setattr(args, own, value if has_value else True)
             elif own in S3_SHORTCUTS:
                 shortcuts[own] = value if has_value else True
-            elif name == "rw":
-                parser.error("refmount is read-only: the 'rw' option is not supported")
-            elif name not in IGNORED_MOUNT_OPTIONS:
+            elif name not in IGNORED_MOUNT_OPTIONS and not option.startswith(
+                IGNORED_MOUNT_OPTION_PREFIXES
+            ):
                 fuse.append(option)
     try:
         defaults = RetryConfig()
@@ -269,15 +294,34 @@ def _absolute(url: str) -> str:
     return url if protocol_of(url) is not None else os.path.abspath(url)
 
 
+class JournalFormatter(logging.Formatter):
+    """Start every line with the ``<N>`` syslog priority that journald reads from stderr."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        priority = syslog_priority(record.levelno)
+        return "\n".join(f"<{priority}>{line}" for line in super().format(record).split("\n"))
+
+
+def syslog_priority(level: int) -> int:
+    """Return the syslog priority (``LOG_ERR`` = 3 ... ``LOG_DEBUG`` = 7) of a logging level."""
+    if level >= logging.CRITICAL:
+        return 2
+    if level >= logging.ERROR:
+        return 3
+    if level >= logging.WARNING:
+        return 4
+    if level >= logging.INFO:
+        return 6
+    return 7
+
+
 def setup_logging(level: str, *, journald: bool) -> None:
-    """Log to stderr; without timestamps under journald, which adds its own."""
-    fmt = (
-        "%(levelname)s %(name)s: %(message)s"
-        if journald
-        else ("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    )
+    """Log to stderr; under journald without timestamps (it adds its own) and with priorities."""
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter(fmt))
+    if journald:
+        handler.setFormatter(JournalFormatter("%(levelname)s %(name)s: %(message)s"))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -298,9 +342,14 @@ def _detach_logging(log_file: str | None) -> None:
         handler = logging.NullHandler()
     logging.getLogger().handlers[:] = [handler]
     null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
+    os.dup2(null, 0)
+    # stdout and stderr go to the log file when there is one, so that what is written to them
+    # directly (SIGUSR1's stack dumps) is kept; otherwise nowhere
+    sink = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644) if log_file else null
+    for fd in (1, 2):
+        os.dup2(sink, fd)
+    for fd in {null, sink}:
+        os.close(fd)
 
 
 def _readiness_reporter(args: argparse.Namespace) -> Callable[[], None]:
@@ -324,7 +373,7 @@ def run_in_background(argv: Sequence[str]) -> int:
     env = dict(os.environ)
     env[READY_FD_VARIABLE] = str(write_end)
     child = subprocess.Popen(
-        [sys.executable, "-m", "refmount", *argv, "--foreground"],
+        [sys.executable, "-m", "refmount", "--foreground", *argv],
         stdin=subprocess.DEVNULL,
         pass_fds=(write_end,),
         env=env,
@@ -339,8 +388,16 @@ def run_in_background(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``refmount`` command; return its exit status."""
+    """Run the ``refmount`` command; return its exit status.
+
+    A first argument of ``check`` or ``stats`` selects that subcommand; anything else
+    (including ``--`` before a reference file called ``check``) is a mount.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "check":
+        return check_main(argv[1:])
+    if argv and argv[0] == "stats":
+        return stats_main(argv[1:])
     config, args = parse_args(argv)
     if not config.foreground:
         return run_in_background(argv)
@@ -349,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from refmount import daemon  # the heavy imports, only once the arguments are good
 
     try:
-        loaded = daemon.load_references(config)
+        loaded = daemon.load_references(config, ProgressReporter(config.refs, sys.stderr))
         daemon.mount_and_serve(config, loaded, _readiness_reporter(args))
     except ReferenceFormatError as error:
         _report(error, debug)
@@ -364,3 +421,232 @@ def _report(error: Exception, debug: bool) -> None:
     if debug:
         log.error("refmount failed", exc_info=error)
     print(f"refmount: error: {error}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------- progress
+
+
+class ProgressReporter:
+    """Shows how far loading a large reference set has got, on ``stream`` (stderr).
+
+    Called with ``(done, total)`` by the loader every 100,000 keys. Nothing is shown for a
+    set of fewer than ``min_total`` keys unless loading has already taken ``delay`` seconds.
+    On a terminal it draws one bar, redrawn at most ten times a second; elsewhere (a log, the
+    journal) it writes a plain line at most every ``interval`` seconds, plus the last one.
+    """
+
+    BAR_WIDTH = 30
+
+    def __init__(
+        self,
+        name: str,
+        stream: TextIO,
+        *,
+        unit: str = "keys",
+        verb: str = "loading",
+        min_total: int = 200_000,
+        delay: float = 1.0,
+        interval: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._name = name
+        self._stream = stream
+        self._unit = unit
+        self._verb = verb
+        self._min_total = min_total
+        self._delay = delay
+        self._clock = clock
+        self._started = clock()
+        self._last: float | None = None
+        try:
+            self._tty = stream.isatty()
+        except (AttributeError, ValueError):
+            self._tty = False
+        self._interval = 0.1 if self._tty else interval
+
+    def __call__(self, done: int, total: int) -> None:
+        """Report that ``done`` of ``total`` items are read."""
+        now = self._clock()
+        finished = done >= total
+        if self._last is None:
+            if total < self._min_total and now - self._started < self._delay:
+                return
+        elif not finished and now - self._last < self._interval:
+            return
+        self._last = now
+        figures = f"{done:,} of {total:,} {self._unit}"
+        if self._tty:
+            filled = self.BAR_WIDTH * done // max(total, 1)
+            bar = "#" * filled + "-" * (self.BAR_WIDTH - filled)
+            percent = 100 * done // max(total, 1)
+            end = "\n" if finished else ""
+            text = f"\r{self._verb} {self._name} [{bar}] {percent:3d}% {figures}{end}"
+        else:
+            text = f"{self._verb} {self._name}: {figures}\n"
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed or vanished stderr must never stop loading
+
+
+# ---------------------------------------------------------------------- check
+
+CHECK_DESCRIPTION = """\
+Validate a reference set without mounting it: load it as a mount would, but collect every
+problem (each with its key) instead of stopping at the first, and summarise the set: keys,
+arrays (shape, chunks, dtype), targets and the bytes referenced.
+"""
+
+CHECK_EPILOG = """\
+-o accepts the mount's options; those that concern reading REFS and its targets apply
+(remote_protocol, remote_options, target_options, target, s3_endpoint_url, s3_region,
+s3_anon, s3_requester_pays), the others are ignored.
+
+exit status: 0 no problems, 2 the set is malformed or has problems (or bad arguments).
+"""
+
+_CHECK_OPTIONS = ("remote_protocol", "remote_options", "target_options", "target")
+
+
+def build_check_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``refmount check``."""
+    parser = argparse.ArgumentParser(
+        prog="refmount check",
+        description=CHECK_DESCRIPTION,
+        epilog=CHECK_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("refs", metavar="REFS", help="reference file, directory or URL")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="do not read the record files of a Parquet set (chunks are not counted)",
+    )
+    parser.add_argument(
+        "--sizes",
+        action="store_true",
+        help="ask every target for its size: sizes whole-target references and finds "
+        "ranges that end beyond their target",
+    )
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("-o", dest="options", action="append", default=[], metavar="OPT[,OPT...]")
+    parser.add_argument("--remote-protocol", metavar="P", help="as for mounting")
+    parser.add_argument("--remote-options", metavar="JSON", help="as for mounting (--sizes)")
+    parser.add_argument("--target-options", metavar="JSON", help="as for mounting")
+    parser.add_argument("--target", metavar="URL", help="as for mounting")
+    return parser
+
+
+def check_main(argv: Sequence[str]) -> int:
+    """Run ``refmount check``; return 0 for a clean set, 2 for problems or bad arguments."""
+    parser = build_check_parser()
+    args = parser.parse_args(argv)
+    shortcuts: dict[str, str | bool] = {}
+    for text in args.options:
+        for option in split_options(text):
+            name, has_value, value = option.partition("=")
+            own = name.replace("-", "_")
+            if own in _CHECK_OPTIONS:
+                if getattr(args, own) is None:
+                    setattr(args, own, value if has_value else True)
+            elif own in S3_SHORTCUTS:
+                shortcuts[own] = value if has_value else True
+    try:
+        target_options = _json_object("--target-options", args.target_options)
+        remote_options = _json_object("--remote-options", args.remote_options)
+    except ValueError as error:
+        parser.error(str(error))
+    setup_logging("warning", journald="JOURNAL_STREAM" in os.environ)
+    from refmount import check  # the heavy imports, only once the arguments are good
+    from refmount.formats import LoadOptions
+    from refmount.store import FsspecSource, StorageOptions, Store
+
+    refs = _absolute(args.refs)
+    s3 = _s3_options(shortcuts)
+    try:
+        source = FsspecSource(refs, StorageOptions(target_options, s3))
+    except (OSError, ValueError, ImportError) as error:
+        print(f"refmount: error: {refs}: cannot open: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    options = LoadOptions(
+        target=None if args.target is None else _absolute(args.target),
+        remote_protocol=args.remote_protocol,
+        progress=ProgressReporter(refs, sys.stderr),
+    )
+    store = Store(StorageOptions(remote_options, s3)) if args.sizes else None
+    summary = check.check_references(
+        source,
+        options,
+        quick=args.quick,
+        size_of=None if store is None else store.size,
+        scan_progress=ProgressReporter(refs, sys.stderr, unit="chunk rows", verb="scanning"),
+    )
+    if args.json:
+        print(json.dumps(summary.to_json(), indent=2))
+    else:
+        print(check.format_summary(summary))
+    return EXIT_OK if summary.ok else EXIT_BAD_INPUT
+
+
+# ---------------------------------------------------------------------- stats
+
+STATS_DESCRIPTION = """\
+Show the counters and latencies of a mounted refmount: requests, errors and latency
+percentiles per FUSE operation, reads, bytes served, target fetches, cache hits, retries.
+They are read from the mount root's extended attribute user.refmount.stats (a JSON
+snapshot), so no network port is involved: getfattr -n user.refmount.stats MOUNTPOINT
+shows the same. exit status: 0 shown, 1 MOUNTPOINT is not a refmount mount.
+"""
+
+
+def stats_main(argv: Sequence[str]) -> int:
+    """Run ``refmount stats``; return 0, or 1 when MOUNTPOINT is not a refmount mount."""
+    from refmount.stats import STATS_XATTR, format_snapshot
+
+    parser = argparse.ArgumentParser(
+        prog="refmount stats",
+        description=STATS_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("mountpoint", metavar="MOUNTPOINT", type=Path, help="a refmount mount")
+    parser.add_argument("--json", action="store_true", help="print the snapshot as JSON")
+    args = parser.parse_args(argv)
+    mountpoint: Path = args.mountpoint
+    try:
+        raw = os.getxattr(mountpoint, STATS_XATTR)
+        snapshot = json.loads(raw)
+        if not isinstance(snapshot, dict):
+            raise ValueError("not a JSON object")
+    except OSError as error:
+        print(f"refmount: error: {_stats_problem(mountpoint, error)}", file=sys.stderr)
+        return EXIT_FAILURE
+    except ValueError as error:
+        print(f"refmount: error: {mountpoint}: unreadable statistics: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.json:
+        print(json.dumps(snapshot, indent=2))
+    else:
+        print(format_snapshot(snapshot))
+    return EXIT_OK
+
+
+def _stats_problem(mountpoint: Path, error: OSError) -> str:
+    """Explain why ``mountpoint`` has no statistics to show."""
+    from refmount.stats import STATS_XATTR
+
+    if error.errno == errno.ENOENT:
+        return f"{mountpoint} does not exist"
+    if error.errno == errno.ENOTCONN:
+        return (
+            f"{mountpoint} is a stale FUSE mount (Transport endpoint is not connected): "
+            "its daemon is gone"
+        )
+    if error.errno in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
+        if not os.path.ismount(mountpoint):
+            return (
+                f"{mountpoint} is not a refmount mount (not a mountpoint; give the "
+                "directory the set is mounted on)"
+            )
+        return f"{mountpoint} is not a refmount mount (it has no {STATS_XATTR} attribute)"
+    return f"{mountpoint}: {error.strerror or error}"

@@ -16,10 +16,12 @@ from pathlib import Path
 import pyfuse3
 import trio
 
+from refmount import notify
 from refmount.config import MountConfig
 from refmount.errors import MountError, ReferenceFormatError
 from refmount.filesystem import Owner, RefFilesystem
 from refmount.formats import LoadOptions, load
+from refmount.formats.options import Progress
 from refmount.fuse_ops import FuseOperations
 from refmount.model import ReferenceSet
 from refmount.reader import Reader
@@ -34,6 +36,9 @@ READY_TIMEOUT = 30.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 DEFAULT_FUSE_OPTIONS = ("fsname=refmount", "subtype=refmount", "ro", "default_permissions")
+
+OVERRIDDEN_FUSE_OPTIONS = frozenset({"rw"})
+"""Options that contradict a default and are dropped: the mount is always read-only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +70,11 @@ def check_mountpoint(mountpoint: Path) -> None:
         raise MountError(f"mountpoint {mountpoint} is not a directory")
 
 
-def load_references(config: MountConfig) -> Loaded:
-    """Read and check the reference set; raises ``ReferenceFormatError`` when malformed."""
+def load_references(config: MountConfig, progress: Progress | None = None) -> Loaded:
+    """Read and check the reference set; raises ``ReferenceFormatError`` when malformed.
+
+    ``progress`` is told ``(keys read, total)`` now and then while a large JSON file loads.
+    """
     started = time.monotonic()
     try:
         storage = StorageOptions(config.target_options, config.s3_options)
@@ -77,6 +85,7 @@ def load_references(config: MountConfig) -> Loaded:
         target=config.target,
         remote_protocol=config.remote_protocol,
         skip_invalid=config.skip_invalid,
+        progress=progress,
     )
     try:
         references = load(source, options)
@@ -100,13 +109,17 @@ def fuse_options(config: MountConfig) -> set[str]:
     """Return the FUSE mount options: refmount's defaults plus the user's."""
     options = set(DEFAULT_FUSE_OPTIONS)
     options.update(config.fuse_options)
-    return options
+    return options - OVERRIDDEN_FUSE_OPTIONS
 
 
 def mount_and_serve(
     config: MountConfig, loaded: Loaded, on_ready: Callable[[], None] = lambda: None
 ) -> None:
-    """Mount, call ``on_ready`` once the mount answers, serve until unmounted or signalled."""
+    """Mount, call ``on_ready`` once the mount answers, serve until unmounted or signalled.
+
+    Under a service manager (``$NOTIFY_SOCKET``) readiness is also reported as ``READY=1``,
+    and the start of the unmount as ``STOPPING=1``.
+    """
     store = Store(
         StorageOptions(config.remote_options, config.s3_options),
         connections_per_host=config.retry.connections_per_host,
@@ -131,10 +144,16 @@ def mount_and_serve(
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         raise MountError(f"cannot mount on {mountpoint}: {error}") from None
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+    def ready() -> None:
+        on_ready()
+        notify.ready(f"mounted {loaded.source.url} on {mountpoint}")
+
     try:
-        trio.run(_serve, mountpoint, on_ready)
+        trio.run(_serve, mountpoint, ready)
     finally:
         log.info("unmounting %s", mountpoint)
+        notify.stopping(f"unmounting {mountpoint}")
         pyfuse3.close(unmount=True)
 
 

@@ -7,6 +7,7 @@ import itertools
 import os
 import stat
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
@@ -18,6 +19,7 @@ from refmount.errors import (
     TargetReadError,
 )
 from refmount.model import (
+    ROOT_INODE,
     FileHandle,
     Inline,
     Inode,
@@ -27,6 +29,7 @@ from refmount.model import (
     reference_kind,
 )
 from refmount.reader import Reader
+from refmount.stats import STATS_XATTR, Statistics, encode_snapshot
 from refmount.tree import Entry, GridChunk, StaticFile, Tree
 
 BLOCK_SIZE = 128 * 1024
@@ -34,6 +37,7 @@ BLOCK_SIZE = 128 * 1024
 
 XATTR_PREFIX = "user.refmount."
 XATTRS = ("kind", "url", "offset", "length")
+"""The attributes every file has (``user.refmount.<name>``), listed by ``listxattr``."""
 
 DOT_ENTRIES = 2
 """``readdir`` positions taken by ``.`` and ``..`` before a directory's own entries."""
@@ -105,6 +109,10 @@ class RefFilesystem:
     Every method raises ``RefmountError`` subclasses only; the FUSE adapter turns them into
     errnos. Runs on the event loop thread; blocking work (Parquet record loads) goes to
     worker threads.
+
+    ``statistics`` (a new ``Statistics`` unless given) is what the FUSE boundary records every
+    request in; the root directory's ``user.refmount.stats`` attribute is a JSON snapshot of
+    it and of the reader's counters.
     """
 
     def __init__(
@@ -115,6 +123,7 @@ class RefFilesystem:
         *,
         owner: Owner,
         mtime_ns: int,
+        statistics: Statistics | None = None,
     ) -> None:
         self._tree = tree
         self._references = references
@@ -124,6 +133,7 @@ class RefFilesystem:
         self._open: dict[FileHandle, OpenFile] = {}
         self._handles = itertools.count(1)
         self._record_threads = trio.CapacityLimiter(4)
+        self._statistics = Statistics() if statistics is None else statistics
 
     # ------------------------------------------------------------------ names
 
@@ -215,14 +225,21 @@ class RefFilesystem:
     # ------------------------------------------------------------------ xattrs
 
     async def listxattr(self, inode: Inode) -> list[str]:
-        """Return the extended attribute names of a node (files only have them)."""
+        """Return the extended attribute names of a node (files only have them).
+
+        The root's ``user.refmount.stats`` is deliberately not listed: it changes with every
+        request, and ``cp -a``, ``rsync -X``, ``tar --xattrs`` and ``getfattr -d`` would
+        otherwise copy or dump it as if it were data.
+        """
         self._require(inode)
         if self._tree.is_dir(inode):
             return []
         return [XATTR_PREFIX + name for name in XATTRS]
 
     async def getxattr(self, inode: Inode, name: str) -> bytes:
-        """Return one of ``user.refmount.{kind,url,offset,length}``."""
+        """Return one of ``user.refmount.{kind,url,offset,length}``, or the root's stats."""
+        if name == STATS_XATTR and inode == ROOT_INODE:
+            return encode_snapshot(self.snapshot())
         if name not in await self.listxattr(inode):
             raise NoAttributeError(name)
         reference = await self._reference(inode)
@@ -234,6 +251,19 @@ class RefFilesystem:
         if field == "offset":
             return str(reference.offset if isinstance(reference, Range) else 0).encode()
         return str(await self._size(inode, reference)).encode()
+
+    # ------------------------------------------------------------------ statistics
+
+    @property
+    def statistics(self) -> Statistics:
+        """Return the per-operation counters that the FUSE boundary records into."""
+        return self._statistics
+
+    def snapshot(self) -> dict[str, Any]:
+        """Return the mount's counters as JSON-ready values (what ``refmount stats`` shows)."""
+        return self._statistics.snapshot(
+            self._reader.statistics(), open_files=len(self._open), source=self._references.source
+        )
 
     # ------------------------------------------------------------------ misc
 

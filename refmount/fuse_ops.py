@@ -3,7 +3,8 @@
 Every handler goes through ``_boundary``: refmount errors become their errno (target and
 format errors with one log line naming the key and URL), and any other exception becomes
 EIO with a traceback in the log. Nothing else may escape a handler: pyfuse3 would end the
-whole mount.
+whole mount. The boundary also times every call and counts its errors in the filesystem's
+``Statistics``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import errno
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyfuse3
 
@@ -28,24 +30,37 @@ R = TypeVar("R")
 
 
 def _boundary(
-    handler: Callable[P, Coroutine[Any, Any, R]],
-) -> Callable[P, Coroutine[Any, Any, R]]:
-    """Wrap a handler so that only ``FUSEError`` can leave it."""
+    handler: Callable[Concatenate[FuseOperations, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[FuseOperations, P], Coroutine[Any, Any, R]]:
+    """Wrap a handler so that only ``FUSEError`` can leave it, timing and counting each call.
+
+    Every call is recorded in the filesystem's ``Statistics`` under the handler's name, with
+    its latency and, when it fails, the errno the kernel gets.
+    """
+    name = handler.__name__
 
     @functools.wraps(handler)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+    async def wrapper(self: FuseOperations, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        started = time.perf_counter_ns()
+        failure: int | None = None
         try:
-            return await handler(*args, **kwargs)
-        except pyfuse3.FUSEError:
+            return await handler(self, *args, **kwargs)
+        except pyfuse3.FUSEError as error:
+            failure = error.errno
             raise
         except FilesystemError as error:
+            failure = error.errno
             raise pyfuse3.FUSEError(error.errno) from None
         except RefmountError as error:
-            log.error("%s failed: %s", handler.__name__, error)
+            failure = error.errno
+            log.error("%s failed: %s", name, error)
             raise pyfuse3.FUSEError(error.errno) from None
         except Exception:
-            log.exception("unexpected error in %s", handler.__name__)
+            failure = errno.EIO
+            log.exception("unexpected error in %s", name)
             raise pyfuse3.FUSEError(errno.EIO) from None
+        finally:
+            self._fs.statistics.record(name, time.perf_counter_ns() - started, failure)
 
     return wrapper
 

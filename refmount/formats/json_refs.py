@@ -119,7 +119,9 @@ def load_document(
         raise ReferenceFormatError(
             source, None, f"the top level must be a JSON object, not {describe(document)}"
         )
-    on_invalid: OnInvalid | None = _skip if options.skip_invalid else None
+    on_invalid: OnInvalid | None = None
+    if options.skip_invalid:
+        on_invalid = options.on_invalid or _skip
     if "version" not in document:
         return load_v0(document, source, base_url, options, on_invalid, consume)
     version = document["version"]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+
 from refmount.errors import ReferenceFormatError
-from refmount.formats.options import LoadOptions
+from refmount.formats.options import PROGRESS_STEP, LoadOptions, Progress
 from refmount.formats.values import OnInvalid, ValueParser
 from refmount.model import Reference
 
@@ -13,17 +16,41 @@ def parse_refs(
     parser: ValueParser,
     on_invalid: OnInvalid | None,
     consume: bool = False,
+    progress: Progress | None = None,
 ) -> dict[str, Reference]:
     """Return the references of a ``refs`` mapping, in its order.
 
     A malformed value raises ``ReferenceFormatError``, or, when ``on_invalid`` is given, is
     handed to it and left out. With ``consume``, each value of ``refs`` is replaced by
     ``None`` once read, so that its memory is reused for the references (a parsed
-    million-key file otherwise leaves the process noticeably bigger).
+    million-key file otherwise leaves the process noticeably bigger). ``progress`` is told
+    ``(keys read, total)`` after every ``PROGRESS_STEP`` keys and at the end.
     """
     out: dict[str, Reference] = {}
+    total = len(refs)
+    if progress is None:
+        _parse_items(iter(refs.items()), refs, out, parser, on_invalid, consume)
+        return out
+    items = iter(refs.items())
+    done = 0
+    while done < total:
+        step = min(PROGRESS_STEP, total - done)
+        _parse_items(itertools.islice(items, step), refs, out, parser, on_invalid, consume)
+        done += step
+        progress(done, total)
+    return out
+
+
+def _parse_items(
+    items: Iterator[tuple[str, object]],
+    refs: dict[str, object],
+    out: dict[str, Reference],
+    parser: ValueParser,
+    on_invalid: OnInvalid | None,
+    consume: bool,
+) -> None:
     parse = parser.parse
-    for key, value in refs.items():
+    for key, value in items:
         if consume:
             refs[key] = None
         try:
@@ -32,7 +59,6 @@ def parse_refs(
             if on_invalid is None:
                 raise
             on_invalid(exc)
-    return out
 
 
 def load_v0(
@@ -47,4 +73,5 @@ def load_v0(
 
     ``consume`` empties the document's values as they are read (see ``parse_refs``).
     """
-    return parse_refs(document, ValueParser(source, base_url, options), on_invalid, consume)
+    parser = ValueParser(source, base_url, options)
+    return parse_refs(document, parser, on_invalid, consume, options.progress)

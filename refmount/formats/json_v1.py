@@ -37,7 +37,7 @@ def load_v1(
     templates = Templates(source, raw_templates)
     parser = ValueParser(source, base_url, options, render=templates.render)
     raw_refs = _member(document, "refs", dict, {}, "an object", source)
-    refs = parse_refs(raw_refs, parser, on_invalid, consume)
+    refs = parse_refs(raw_refs, parser, on_invalid, consume, options.progress)
     for index, item in enumerate(_member(document, "gen", list, [], "a list", source)):
         GenItem(index, templates, parser).expand(item, refs)
     return refs

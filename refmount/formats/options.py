@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from refmount.errors import ReferenceFormatError
+
+Progress = Callable[[int, int], None]
+"""Told ``(done, total)`` keys now and then while a large reference file is read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,9 +19,17 @@ class LoadOptions:
     is the protocol given to target URLs that have none (otherwise they are local paths);
     ``skip_invalid`` skips malformed keys with one warning each instead of refusing the set;
     ``record_cache`` bounds how many Parquet record files are kept in memory at once.
+    ``on_invalid`` receives each problem that ``skip_invalid`` skips, instead of a logged
+    warning; ``progress`` is called every ``PROGRESS_STEP`` keys of a JSON file's ``refs``.
     """
 
     target: str | None = None
     remote_protocol: str | None = None
     skip_invalid: bool = False
     record_cache: int = 64
+    on_invalid: Callable[[ReferenceFormatError], None] | None = None
+    progress: Progress | None = None
+
+
+PROGRESS_STEP = 100_000
+"""How many keys a JSON loader reads between two calls of ``LoadOptions.progress``."""

@@ -43,6 +43,14 @@ COLUMN_SETS: Final = (
 _BASE64: Final = b"base64:"
 
 
+def _skipped(options: LoadOptions, error: ReferenceFormatError, message: str) -> None:
+    """Hand a problem that ``skip_invalid`` lets pass to ``options.on_invalid``, else log it."""
+    if options.on_invalid is not None:
+        options.on_invalid(error)
+    else:
+        logger.warning(message, error)
+
+
 def record_name(array: str, record: int) -> str:
     """Return the path, relative to the reference set, of ``array``'s record file ``record``."""
     name = f"refs.{record}.parq"
@@ -80,7 +88,7 @@ def load_parquet(source: ReferenceSource, options: LoadOptions) -> ParquetRefere
         except ReferenceFormatError as exc:
             if not options.skip_invalid:
                 raise
-            logger.warning("skipping array: %s", exc)
+            _skipped(options, exc, "skipping array: %s")
             split = zarr_meta.array_of(key)
             if split is not None:
                 skipped.add(split[0])
@@ -228,7 +236,7 @@ class ParquetReferenceSet:
                 except ReferenceFormatError as exc:
                     if not self._options.skip_invalid:
                         raise
-                    logger.warning("record file will fail to load: %s", exc)
+                    _skipped(self._options, exc, "record file will fail to load: %s")
                 return
             return
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from refmount.cli import parse_args, split_options
+from refmount import cli
+from refmount.cli import ProgressReporter, build_parser, main, parse_args, split_options
 from refmount.config import GIB, MIB
 
 
@@ -68,7 +73,6 @@ def test_command_line_flags_win_over_o(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["-o", "rw"], "read-only"),
         (["--remote-options", "{bad"], "--remote-options is not valid JSON"),
         (["--remote-options", "[1]"], "must be a JSON object"),
         (["--cache-size", "lots"], "not a size"),
@@ -119,3 +123,159 @@ def test_bad_retries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit):
         parse_args(["--retries", "-1", "refs.json", str(tmp_path)])
     assert "retries must be a whole number" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- subcommands
+
+
+def test_help_mentions_the_subcommands() -> None:
+    text = build_parser().format_help()
+    assert "refmount check [options] REFS" in text
+    assert "refmount stats [--json] MOUNTPOINT" in text
+    assert "refmount -- check" in text
+
+
+def test_first_argument_selects_a_subcommand(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, list[str]]] = []
+
+    def recorder(name: str) -> Any:
+        def run(argv: list[str]) -> int:
+            calls.append((name, argv))
+            return 0
+
+        return run
+
+    monkeypatch.setattr(cli, "check_main", recorder("check"))
+    monkeypatch.setattr(cli, "stats_main", recorder("stats"))
+    assert main(["check", "refs.json", "--quick"]) == 0
+    assert main(["stats", "/mnt/data"]) == 0
+    assert calls == [("check", ["refs.json", "--quick"]), ("stats", ["/mnt/data"])]
+
+
+def test_a_reference_file_called_check_is_mounted_with_dashes_or_a_path(tmp_path: Path) -> None:
+    for argv, refs in (
+        (["--", "check", str(tmp_path)], "check"),
+        (["./stats", str(tmp_path)], "./stats"),
+    ):
+        config, _ = parse_args(argv)
+        assert config.refs == os.path.abspath(refs)
+        assert config.mountpoint == tmp_path
+
+
+def test_the_background_child_gets_foreground_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    commands: list[list[str]] = []
+
+    class Child:
+        def __init__(self, command: list[str], **kwargs: Any) -> None:
+            commands.append(command)  # the pipe's write end is closed by the parent: EOF
+
+        def wait(self) -> int:
+            return 2
+
+    monkeypatch.setattr(subprocess, "Popen", Child)
+    assert cli.run_in_background(["--", "check", "/mnt/x"]) == 2
+    assert commands[0][3:] == ["--foreground", "--", "check", "/mnt/x"]
+
+
+def test_check_exit_status_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"a": "text", "b": ["data.bin", 0, 3]}))
+    assert main(["check", str(good)]) == 0
+    assert "problems    none" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"a//b": "x", "c": "base64:!!!x"}))
+    assert main(["check", "--json", str(bad)]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert sorted(p["key"] for p in document["problems"]) == ["a//b", "c"]
+    assert main(["check", str(tmp_path / "absent.json")]) == 2
+
+
+def test_check_takes_the_mount_options_for_reading_refs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refs = tmp_path / "refs.json"
+    refs.write_text(json.dumps({"a": ["data.bin", 0, 3], "n": [None, 0, 2]}))
+    argv = ["check", "--json", "-o", "remote_protocol=s3,cache_size=1G,allow_other", str(refs)]
+    assert main([*argv, "--target", "s3://b/t.nc"]) == 0
+    urls = {target["url"] for target in json.loads(capsys.readouterr().out)["targets"]}
+    assert urls == {"s3://data.bin", "s3://b/t.nc"}
+    with pytest.raises(SystemExit) as raised:
+        main(["check", "--target-options", "[1]", str(refs)])
+    assert raised.value.code == 2
+    assert "--target-options must be a JSON object" in capsys.readouterr().err
+
+
+def test_stats_on_a_directory_that_is_not_a_mount(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["stats", str(tmp_path)]) == 1
+    assert "is not a refmount mount" in capsys.readouterr().err
+    assert main(["stats", str(tmp_path / "absent")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- progress
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_lines_when_not_a_terminal() -> None:
+    clock = Clock()
+    stream = io.StringIO()
+    report = ProgressReporter("refs.json", stream, clock=clock)
+    for done in range(100_000, 1_000_001, 100_000):
+        clock.now += 0.5
+        report(done, 1_000_000)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "loading refs.json: 100,000 of 1,000,000 keys"
+    assert lines[-1] == "loading refs.json: 1,000,000 of 1,000,000 keys"
+    assert len(lines) == 4  # the first, one every 2 s, and the last
+
+
+def test_no_progress_for_a_small_quick_load() -> None:
+    clock = Clock()
+    stream = io.StringIO()
+    report = ProgressReporter("refs.json", stream, clock=clock)
+    report(100_000, 150_000)
+    report(150_000, 150_000)
+    assert stream.getvalue() == ""
+    clock.now = 1.5  # a small set that loads slowly is shown once it has taken a second
+    report(150_000, 150_000)
+    assert stream.getvalue() == "loading refs.json: 150,000 of 150,000 keys\n"
+
+
+def test_progress_bar_on_a_terminal() -> None:
+    clock = Clock()
+    stream = Terminal()
+    report = ProgressReporter("refs.json", stream, clock=clock)
+    report(250_000, 1_000_000)
+    report(500_000, 1_000_000)  # within 0.1 s of the last: not redrawn
+    clock.now = 1.0
+    report(1_000_000, 1_000_000)
+    text = stream.getvalue()
+    assert text.count("\r") == 2
+    assert " 25% 250,000 of 1,000,000 keys" in text
+    assert text.endswith("[" + "#" * 30 + "] 100% 1,000,000 of 1,000,000 keys\n")
+
+
+def test_options_mount_adds_are_ignored(tmp_path: Path) -> None:
+    config, _ = parse_args(
+        [
+            "-o",
+            "rw,dev,suid,x-systemd.automount,X-mount.mkdir,comment=x",
+            "refs.json",
+            str(tmp_path),
+        ]
+    )
+    assert config.fuse_options == ()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 
@@ -13,6 +14,7 @@ from refmount.errors import FilesystemError, ReferenceFormatError, TargetReadErr
 from refmount.filesystem import READDIR_BATCH, Owner, RefFilesystem
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
 from refmount.reader import Reader
+from refmount.stats import STATS_XATTR, Statistics
 from refmount.tree import Tree
 from tests.fakes import DictReferences, MemoryTarget
 
@@ -252,3 +254,54 @@ async def test_unreadable_record_file_is_eio_naming_the_chunk() -> None:
         await fs.lookup(array, "0.1")
     assert caught.value.key == "x/0.1"
     assert "record store went away" in str(caught.value)
+
+
+# ------------------------------------------------------------------ statistics
+
+
+async def test_root_stats_attribute_is_a_json_snapshot_of_the_counters(
+    simple: RefFilesystem,
+) -> None:
+    assert await read_all(simple, "dir/range") == b"WORLD"
+    simple.statistics.record("read", 2_000_000)
+    snapshot = json.loads(await simple.getxattr(ROOT_INODE, STATS_XATTR))
+    assert snapshot["reads"] == 1
+    assert snapshot["bytes_served"] == 5
+    assert snapshot["fetches"] == 1
+    assert snapshot["open_files"] == 0
+    assert snapshot["source"] == "refs.test"
+    assert snapshot["operations"]["read"]["count"] == 1
+    assert snapshot["operations"]["read"]["max_us"] == 2000
+    assert snapshot == {**simple.snapshot(), "uptime_s": snapshot["uptime_s"]}
+
+
+async def test_stats_attribute_is_not_listed_and_only_on_the_root(simple: RefFilesystem) -> None:
+    assert await simple.listxattr(ROOT_INODE) == []
+    file = await path_inode(simple, "dir/range")
+    assert STATS_XATTR not in await simple.listxattr(file)
+    for inode in (file, await path_inode(simple, "dir")):
+        with pytest.raises(FilesystemError) as raised:
+            await simple.getxattr(inode, STATS_XATTR)
+        assert raised.value.errno == errno.ENODATA
+
+
+async def test_open_files_are_counted_in_the_snapshot(simple: RefFilesystem) -> None:
+    handle = await simple.open(await path_inode(simple, "text"), os.O_RDONLY)
+    assert simple.snapshot()["open_files"] == 1
+    simple.release(handle)
+    assert simple.snapshot()["open_files"] == 0
+
+
+async def test_a_given_statistics_object_is_used() -> None:
+    statistics = Statistics()
+    refs = DictReferences(explicit={"a": Inline(b"x")})
+    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
+    fs = RefFilesystem(
+        tree,
+        refs,
+        Reader(MemoryTarget(), ReadConfig()),
+        owner=Owner(1, 1),
+        mtime_ns=MTIME_NS,
+        statistics=statistics,
+    )
+    assert fs.statistics is statistics

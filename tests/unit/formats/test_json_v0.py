@@ -239,3 +239,13 @@ def test_parse_refs_consume_empties_the_document() -> None:
     refs = parse_refs(document, parser, None, consume=True)
     assert refs == {"a": Range("/x", 0, 1), "b": Inline(b"t")}
     assert document == {"a": None, "b": None}
+
+
+def test_progress_is_told_every_step_and_at_the_end(tmp_path: Path) -> None:
+    path = tmp_path / "refs.json"
+    path.write_text(json.dumps({f"k{i}": "x" for i in range(250_000)}))
+    calls: list[tuple[int, int]] = []
+    options = LoadOptions(progress=lambda done, total: calls.append((done, total)))
+    references = load_json(LocalSource(path), options)
+    assert len(references) == 250_000
+    assert calls == [(100_000, 250_000), (200_000, 250_000), (250_000, 250_000)]

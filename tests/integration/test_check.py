@@ -1,0 +1,87 @@
+"""``refmount check`` as a command: exit codes, the report, and progress while loading."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.datasets import json_v0, json_v1
+from tests.integration.mounting import mounted, refmount_command, requires_fuse
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        refmount_command(*args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_good_sets_exit_0(tmp_path: Path) -> None:
+    for dataset in (json_v0(tmp_path / "v0"), json_v1(tmp_path / "v1", compress=True)):
+        result = run("check", "--sizes", str(dataset.refs))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "problems    none" in result.stdout
+        assert result.stderr == ""
+
+
+def test_a_set_with_problems_exits_2_and_lists_each_key(tmp_path: Path) -> None:
+    refs = tmp_path / "bad.json"
+    refs.write_text(
+        json.dumps({"ok": "x", "a//b": "x", "k": ["data.bin", "1", 2], "z": "base64:!!!x"})
+    )
+    result = run("check", str(refs))
+    assert result.returncode == 2
+    for key in ("a//b", "k", "z"):
+        assert f"key {key!r}:" in result.stdout
+    assert "problems    3" in result.stdout
+    document = json.loads(run("check", "--json", str(refs)).stdout)
+    assert len(document["problems"]) == 3
+
+
+def test_a_malformed_set_exits_2(tmp_path: Path) -> None:
+    refs = tmp_path / "bad.json"
+    refs.write_bytes(b"{not json")
+    result = run("check", str(refs))
+    assert result.returncode == 2
+    assert "malformed" in result.stdout
+    assert "not valid JSON" in result.stdout
+
+
+def big_refs(path: Path, keys: int) -> Path:
+    path.write_text(json.dumps({f"k/{i}": "x" for i in range(keys)}))
+    return path
+
+
+@pytest.mark.slow
+def test_progress_lines_while_checking_a_big_set(tmp_path: Path) -> None:
+    refs = big_refs(tmp_path / "big.json", 300_000)
+    result = run("check", str(refs))
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert f"loading {refs}: 100,000 of 300,000 keys" in lines
+    assert lines[-1] == f"loading {refs}: 300,000 of 300,000 keys"
+    assert "\r" not in result.stderr  # not a terminal: plain lines, no bar
+
+
+@pytest.mark.slow
+@pytest.mark.fuse
+@requires_fuse
+def test_progress_lines_while_mounting_a_big_set(tmp_path: Path) -> None:
+    refs = big_refs(tmp_path / "big.json", 300_000)
+    with mounted(refs, tmp_path / "mnt") as mount:
+        assert (mount.path / "k" / "299999").read_bytes() == b"x"
+    assert f"loading {refs}: 300,000 of 300,000 keys" in mount.log_text()
+
+
+def test_no_progress_for_a_small_set(tmp_path: Path) -> None:
+    refs = big_refs(tmp_path / "small.json", 1000)
+    result = run("check", str(refs))
+    assert result.returncode == 0
+    assert result.stderr == ""

@@ -1,0 +1,68 @@
+"""``refmount stats`` against a real mount: counters, percentiles, JSON, and non-mounts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.datasets import json_v0
+from tests.integration.mounting import mounted, refmount_command, requires_fuse
+
+pytestmark = [pytest.mark.fuse, requires_fuse]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        refmount_command(*args), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_stats_show_reads_bytes_and_percentiles_of_a_mount(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        for key in ("whole", "absolute", "text", "relative_dot"):
+            assert (mount.path / key).read_bytes() == dataset.expected[key]
+        served = sum(len(dataset.expected[key]) for key in ("whole", "absolute", "text"))
+
+        table = run("stats", str(mount.path))
+        assert table.returncode == 0, table.stderr
+        lines = table.stdout.splitlines()
+        assert any(line.startswith("reads ") and line.split()[1] != "0" for line in lines)
+        read = next(line for line in lines if line.startswith("read "))
+        assert read.split()[1] != "0"
+        assert "µs" in read or "ms" in read
+
+        result = run("stats", "--json", str(mount.path))
+        assert result.returncode == 0, result.stderr
+        snapshot = json.loads(result.stdout)
+        assert snapshot["source"] == str(dataset.refs)
+        assert snapshot["pid"] == mount.process.pid
+        assert snapshot["reads"] >= 4
+        assert snapshot["bytes_served"] >= served
+        assert snapshot["fetches"] >= 1
+        assert snapshot["open_files"] == 0
+        operations = snapshot["operations"]
+        for name in ("lookup", "open", "read", "getxattr"):
+            assert operations[name]["count"] > 0, name
+        read_op = operations["read"]
+        assert 0 <= read_op["p50_us"] <= read_op["p90_us"] <= read_op["p99_us"]
+        assert read_op["p99_us"] <= read_op["max_us"]
+
+        direct = json.loads(os.getxattr(mount.path, "user.refmount.stats"))
+        assert direct["reads"] >= snapshot["reads"]
+        assert "user.refmount.stats" not in os.listxattr(mount.path)
+
+
+def test_stats_refuses_what_is_not_a_refmount_mount(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    result = run("stats", str(tmp_path))
+    assert result.returncode == 1
+    assert "is not a refmount mount" in result.stderr
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        inside = run("stats", str(mount.path / "x"))
+        assert inside.returncode == 1
+        assert "not a mountpoint" in inside.stderr
