@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import enum
+import hashlib
 import http.client
 import os
 import posixpath
@@ -12,10 +14,11 @@ import re
 import socket
 import struct
 import threading
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +31,9 @@ STOP_TIMEOUT = 10.0
 
 IDLE_TIMEOUT = 60.0
 """Seconds a kept-alive connection may sit idle before the server drops it."""
+
+THROTTLE_STEPS_PER_SECOND = 20
+"""A throttled body is written in this many pieces per second."""
 
 DUMMY_AWS_ENVIRONMENT: dict[str, str] = {
     "AWS_ACCESS_KEY_ID": "refmount-test-key",
@@ -234,11 +240,22 @@ def create_bucket(
 
 @dataclass(frozen=True)
 class Request:
-    """One HTTP request a server received."""
+    """One HTTP request a server received.
+
+    ``headers`` holds every request header as sent (the last value of a repeated name), so
+    that tests can check what a client sent (``Authorization``, ``If-Match`` …); it takes no
+    part in comparisons.
+    """
 
     method: str
     path: str
     range: str | None
+    headers: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def header(self, name: str) -> str | None:
+        """Return the value of header ``name`` (case-insensitive), or None."""
+        wanted = name.lower()
+        return next((v for k, v in self.headers.items() if k.lower() == wanted), None)
 
 
 _EXPECTED_DISCONNECTS = (ConnectionError, TimeoutError, BrokenPipeError)
@@ -255,11 +272,17 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler], owner: object) -> None:
-        super().__init__((LOCALHOST, 0), handler)
+    def __init__(
+        self,
+        handler: type[BaseHTTPRequestHandler],
+        owner: object,
+        port: int = 0,
+        errors: list[BaseException] | None = None,
+    ) -> None:
+        super().__init__((LOCALHOST, port), handler)
         self.owner = owner
         self.stopping = threading.Event()
-        self.errors: list[BaseException] = []
+        self.errors: list[BaseException] = [] if errors is None else errors
         self._lock = threading.Lock()
         self._connections: dict[socket.socket, threading.Thread] = {}
 
@@ -323,30 +346,74 @@ class _Quiet(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def send_body(self, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
-        """Send a complete response with ``Content-Length`` (the body is omitted for HEAD)."""
+    def send_body(
+        self,
+        status: int,
+        body: bytes,
+        headers: Mapping[str, str] | None = None,
+        *,
+        bytes_per_second: float | None = None,
+    ) -> None:
+        """Send a complete response with ``Content-Length`` (the body is omitted for HEAD).
+
+        With ``bytes_per_second`` the body is written in small pieces at about that rate.
+        """
         self.send_response(status)
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD":
+            self.write_body(body, bytes_per_second)
+
+    def write_body(self, body: bytes, bytes_per_second: float | None = None) -> None:
+        """Write ``body``, throttled to ``bytes_per_second`` when given (stops when stopping)."""
+        if not bytes_per_second:
             self.wfile.write(body)
+            return
+        piece = max(1, int(bytes_per_second / THROTTLE_STEPS_PER_SECOND))
+        started = time.monotonic()
+        for start in range(0, len(body), piece):
+            ahead = started + start / bytes_per_second - time.monotonic()
+            if ahead > 0 and self.server.stopping.wait(ahead):
+                raise ConnectionAbortedError("server stopping")
+            self.wfile.write(body[start : start + piece])
+            self.wfile.flush()
+
+    def pause(self, seconds: float) -> None:
+        """Wait ``seconds`` before answering (cut short, with an error, when stopping)."""
+        if seconds > 0 and self.server.stopping.wait(seconds):
+            raise ConnectionAbortedError("server stopping")
 
 
 class _Running:
-    """Start/stop and context management shared by the servers."""
+    """Start/stop, restart on the same port, and context management shared by the servers.
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self._server = _Server(handler, self)
+    The listening socket is bound when the object is made (``port=0``: a free port), so
+    ``url`` is known before ``start``. ``stop`` closes the socket and every connection, like
+    a killed server; a later ``start`` (or ``restart``) listens again on the same port.
+    Recorded requests and errors survive restarts.
+    """
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
+        self._handler = handler
+        self._errors: list[BaseException] = []
+        self._server = _Server(handler, self, port, self._errors)
+        self._port = int(self._server.server_address[1])
+        self._closed = False
         self._thread: threading.Thread | None = None
         self._requests: list[Request] = []
         self._requests_lock = threading.Lock()
 
     @property
     def port(self) -> int:
-        """Return the port the server listens on."""
-        return int(self._server.server_address[1])
+        """Return the port the server listens on (the same one across restarts)."""
+        return self._port
+
+    @property
+    def running(self) -> bool:
+        """Return True while the server accepts connections."""
+        return self._thread is not None
 
     @property
     def url(self) -> str:
@@ -360,7 +427,7 @@ class _Running:
     @property
     def errors(self) -> list[BaseException]:
         """Return unexpected errors raised while serving (should stay empty)."""
-        return list(self._server.errors)
+        return list(self._errors)
 
     @property
     def requests(self) -> list[Request]:
@@ -388,7 +455,10 @@ class _Running:
             self._requests.append(request)
 
     def start(self) -> Self:
-        """Start serving in a daemon thread; return self."""
+        """Start serving in a daemon thread (again on the same port after ``stop``)."""
+        if self._closed:
+            self._server = _Server(self._handler, self, self._port, self._errors)
+            self._closed = False
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._server.serve_forever,
@@ -400,7 +470,11 @@ class _Running:
         return self
 
     def stop(self) -> None:
-        """Stop accepting, close every connection, and join the threads."""
+        """Stop accepting, close every connection, and join the threads.
+
+        Requests in flight are cut off (their clients see the connection close early), and
+        new connections are refused until ``start`` is called again.
+        """
         self._server.stopping.set()
         if self._thread is not None:
             self._server.shutdown()
@@ -408,6 +482,12 @@ class _Running:
             self._thread = None
         self._server.server_close()
         self._server.close_all()
+        self._closed = True
+
+    def restart(self) -> Self:
+        """``stop`` then ``start`` on the same port; return self."""
+        self.stop()
+        return self.start()
 
     def __enter__(self) -> Self:
         return self.start()
@@ -459,6 +539,30 @@ def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, min(end, size)
 
 
+def etag_of(data: bytes) -> str:
+    """Return the strong ETag the range server sends for ``data``: ``"<sha1 hex>"``."""
+    return '"' + hashlib.sha1(data, usedforsecurity=False).hexdigest() + '"'
+
+
+def _etag_list(header: str) -> list[str]:
+    """Split an ``If-Match``/``If-None-Match`` value into its entity tags (or ``["*"]``)."""
+    return [tag.strip() for tag in header.split(",") if tag.strip()]
+
+
+@dataclass(frozen=True)
+class Served:
+    """A file the range server serves: its bytes, strong ETag and modification time."""
+
+    data: bytes
+    etag: str
+    mtime: float
+
+    @property
+    def last_modified(self) -> str:
+        """Return the ``Last-Modified`` header value (an HTTP date, whole seconds)."""
+        return email.utils.formatdate(self.mtime, usegmt=True)
+
+
 class _RangeHandler(_Quiet):
     server: _Server
 
@@ -472,27 +576,67 @@ class _RangeHandler(_Quiet):
         owner = self.server.owner
         assert isinstance(owner, RangeHTTPServer)
         path = urllib.parse.urlsplit(self.path).path
-        owner.record(Request(self.command, path, self.headers.get("Range")))
-        data = owner.lookup(path)
-        if data is None:
+        owner.record(
+            Request(self.command, path, self.headers.get("Range"), dict(self.headers.items()))
+        )
+        self.pause(owner.delay_seconds)
+        served = owner.lookup_served(path)
+        if served is None:
             self.send_body(404, b"not found\n", {"Content-Type": "text/plain"})
             return
+        data = served.data
+        rate = owner.throttle_bytes_per_second
+        validators = {"ETag": served.etag, "Last-Modified": served.last_modified}
+        if_match = self.headers.get("If-Match")
+        if if_match is not None and not _matches(if_match, served.etag, strong=True):
+            self.send_body(412, b"precondition failed\n", {"Content-Type": "text/plain"})
+            return
+        if_none_match = self.headers.get("If-None-Match")
+        if if_none_match is not None and _matches(if_none_match, served.etag, strong=False):
+            self.send_response(304)
+            for name, value in validators.items():
+                self.send_header(name, value)
+            self.end_headers()
+            return
         if owner.ignore_range:
-            self.send_body(200, data, {"Content-Type": "application/octet-stream"})
+            headers = {"Content-Type": "application/octet-stream", **validators}
+            self.send_body(200, data, headers, bytes_per_second=rate)
             return
-        headers = {"Content-Type": "application/octet-stream", "Accept-Ranges": "bytes"}
-        try:
-            span = parse_range(self.headers.get("Range"), len(data))
-        except UnsatisfiableRange:
-            headers["Content-Range"] = f"bytes */{len(data)}"
-            self.send_body(416, b"", headers)
-            return
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "Accept-Ranges": "bytes",
+            **validators,
+        }
+        if_range = self.headers.get("If-Range")
+        if if_range is not None and if_range.strip() != served.etag:
+            span = None  # the representation changed: send all of it (RFC 9110 13.1.5)
+        else:
+            try:
+                span = parse_range(self.headers.get("Range"), len(data))
+            except UnsatisfiableRange:
+                headers["Content-Range"] = f"bytes */{len(data)}"
+                self.send_body(416, b"", headers)
+                return
         if span is None:
-            self.send_body(200, data, headers)
+            self.send_body(200, data, headers, bytes_per_second=rate)
             return
         start, end = span
         headers["Content-Range"] = f"bytes {start}-{end - 1}/{len(data)}"
-        self.send_body(206, data[start:end], headers)
+        self.send_body(206, data[start:end], headers, bytes_per_second=rate)
+
+
+def _matches(header: str, etag: str, *, strong: bool) -> bool:
+    """Return True when ``etag`` matches the ``If-Match``/``If-None-Match`` value ``header``.
+
+    ``strong`` comparison (If-Match) never matches a weak tag ``W/"…"``; weak comparison
+    (If-None-Match) ignores the ``W/`` prefix.
+    """
+    tags = _etag_list(header)
+    if "*" in tags:
+        return True
+    if strong:
+        return etag in tags
+    return etag.removeprefix("W/") in {tag.removeprefix("W/") for tag in tags}
 
 
 class RangeHTTPServer(_Running):
@@ -502,7 +646,17 @@ class RangeHTTPServer(_Running):
     looked up first). ``GET`` with ``Range: bytes=a-b`` answers 206 with ``Content-Range``;
     ``HEAD`` answers ``Content-Length``; a missing file is 404. With ``ignore_range`` set the
     server answers every GET with 200 and the whole body, like servers that do not support
-    ranges. Every request is recorded (method, path, Range header).
+    ranges. Every request is recorded (method, path, Range header, all headers).
+
+    GET and HEAD answers carry a strong ``ETag`` derived from the content (``etag_of``) and a
+    ``Last-Modified`` date (when the file was added, or its mtime on disk); ``add`` with other
+    bytes changes both. ``If-Match`` that does not match answers ``412 Precondition Failed``;
+    ``If-None-Match`` that matches answers ``304 Not Modified``; ``If-Range`` that does not
+    match sends the whole body with 200.
+
+    Slow modes: ``delay_seconds`` waits before every answer, ``throttle_bytes_per_second``
+    writes bodies at about that rate. Both can be changed while serving. ``port`` binds a
+    given port (``stop``/``start``/``restart`` keep it either way).
     """
 
     def __init__(
@@ -511,35 +665,61 @@ class RangeHTTPServer(_Running):
         directory: Path | None = None,
         *,
         ignore_range: bool = False,
+        port: int = 0,
+        throttle_bytes_per_second: float | None = None,
+        delay_seconds: float = 0.0,
     ) -> None:
-        super().__init__(_RangeHandler)
-        self._files: dict[str, bytes] = {}
+        super().__init__(_RangeHandler, port)
+        self._files: dict[str, Served] = {}
         self._files_lock = threading.Lock()
         self._directory = directory.resolve() if directory is not None else None
         self.ignore_range = ignore_range
+        self.throttle_bytes_per_second = throttle_bytes_per_second
+        self.delay_seconds = delay_seconds
         for path, data in (files or {}).items():
             self.add(path, data)
 
-    def add(self, path: str, data: bytes) -> str:
-        """Serve ``data`` at ``path``; return its URL."""
+    def add(self, path: str, data: bytes, *, mtime: float | None = None) -> str:
+        """Serve ``data`` at ``path`` (replacing what was there); return its URL.
+
+        ``mtime`` (seconds since the epoch) is the ``Last-Modified`` date; default now.
+        """
+        data = bytes(data)
+        served = Served(data, etag_of(data), time.time() if mtime is None else mtime)
         with self._files_lock:
-            self._files["/" + path.lstrip("/")] = bytes(data)
+            self._files["/" + path.lstrip("/")] = served
         return self.url_for(path)
+
+    def remove(self, path: str) -> None:
+        """Stop serving ``path`` (added with ``add``); later requests get 404."""
+        with self._files_lock:
+            self._files.pop("/" + path.lstrip("/"), None)
+
+    def etag(self, path: str) -> str | None:
+        """Return the ETag the server sends for ``path``, or None when it has no such file."""
+        served = self.lookup_served(path)
+        return None if served is None else served.etag
 
     def lookup(self, path: str) -> bytes | None:
         """Return the bytes served at ``path`` (URL-decoded), or None."""
+        served = self.lookup_served(path)
+        return None if served is None else served.data
+
+    def lookup_served(self, path: str) -> Served | None:
+        """Return the file served at ``path`` (URL-decoded) with its validators, or None."""
         path = "/" + urllib.parse.unquote(path).lstrip("/")
         with self._files_lock:
-            data = self._files.get(path)
-        if data is not None or self._directory is None:
-            return data
+            served = self._files.get(path)
+        if served is not None or self._directory is None:
+            return served
         relative = posixpath.normpath(path).lstrip("/")
         if relative.startswith("..") or "\x00" in relative:
             return None
         candidate = (self._directory / relative).resolve()
         if not candidate.is_relative_to(self._directory) or not candidate.is_file():
             return None
-        return candidate.read_bytes()
+        data = candidate.read_bytes()
+        return Served(data, etag_of(data), candidate.stat().st_mtime)
 
 
 # ------------------------------------------------------------------------------ fault proxy
@@ -549,7 +729,8 @@ class Fault(enum.Enum):
     """What the fault proxy does with one request."""
 
     PASS = "pass"
-    """Forward to the upstream server and relay its answer."""
+    """Forward to the upstream server and relay its answer (``502 Bad Gateway`` when the
+    upstream cannot be reached or cuts its answer short)."""
     ERROR_503 = "503"
     """Answer ``503 Service Unavailable`` (the connection stays usable)."""
     RESET = "reset"
@@ -586,10 +767,11 @@ class _Scheduled:
 
 @dataclass(frozen=True)
 class Applied:
-    """A request the proxy received and the fault it applied."""
+    """A request the proxy received, the fault it applied, and when (``time.monotonic()``)."""
 
     request: Request
     fault: Fault
+    at: float = field(default=0.0, compare=False)
 
 
 class _ProxyHandler(_Quiet):
@@ -604,7 +786,9 @@ class _ProxyHandler(_Quiet):
     def _proxy(self) -> None:
         owner = self.server.owner
         assert isinstance(owner, FaultProxy)
-        request = Request(self.command, self.path, self.headers.get("Range"))
+        request = Request(
+            self.command, self.path, self.headers.get("Range"), dict(self.headers.items())
+        )
         owner.record(request)
         fault = owner.decide(request)
         if fault is Fault.ERROR_503:
@@ -615,7 +799,12 @@ class _ProxyHandler(_Quiet):
             self.server.stopping.wait(owner.stall_seconds)
             self.close_connection = True
         else:
-            status, headers, body = self._forward(owner.upstream)
+            try:
+                status, headers, body = self._forward(owner.upstream)
+            except (OSError, http.client.HTTPException):
+                # the upstream is down or cut the answer short, as a real proxy would say
+                self.send_body(502, b"upstream unreachable\n", {"Content-Type": "text/plain"})
+                return
             if fault is Fault.TRUNCATE:
                 self._send_truncated(status, headers, body)
             else:
@@ -683,13 +872,18 @@ class FaultProxy(_Running):
     For each request the proxy takes, in order: the next scheduled fault whose methods match
     (``fail_next``), else with probability ``share`` a fault drawn from the random set
     (``set_random``, seeded), else the default (``set_default``, initially ``PASS``). Every
-    request and the fault applied to it are recorded.
+    request and the fault applied to it are recorded, with the time it was applied.
+
+    Like the range server it can be stopped and started again on the same port (``port``
+    binds a given one).
     """
 
-    def __init__(self, upstream: str, *, stall_seconds: float = 30.0, seed: int = 0) -> None:
+    def __init__(
+        self, upstream: str, *, stall_seconds: float = 30.0, seed: int = 0, port: int = 0
+    ) -> None:
         parsed = urllib.parse.urlsplit(require_loopback(upstream))
         assert parsed.port is not None
-        super().__init__(_ProxyHandler)
+        super().__init__(_ProxyHandler, port)
         self.upstream = (LOCALHOST, parsed.port)
         self.stall_seconds = stall_seconds
         self._lock = threading.Lock()
@@ -744,7 +938,7 @@ class FaultProxy(_Running):
         """Return (and record) the fault for ``request``; called by the handler."""
         with self._lock:
             fault = self._decide(request)
-            self._applied.append(Applied(request, fault))
+            self._applied.append(Applied(request, fault, time.monotonic()))
         return fault
 
     def _decide(self, request: Request) -> Fault:
@@ -766,3 +960,17 @@ class FaultProxy(_Running):
     def count_applied(self, fault: Fault) -> int:
         """Return how many requests got ``fault``."""
         return sum(1 for item in self.applied if item.fault is fault)
+
+    def faults_between(self, path: str, start: float, end: float) -> int:
+        """Return how many requests for ``path`` got a fault other than PASS in [start, end].
+
+        ``path`` is compared without its query string; times are ``time.monotonic()``.
+        """
+        wanted = "/" + path.lstrip("/")
+        return sum(
+            1
+            for item in self.applied
+            if item.fault is not Fault.PASS
+            and start <= item.at <= end
+            and urllib.parse.urlsplit(item.request.path).path == wanted
+        )

@@ -130,6 +130,7 @@ def test_stale_mountpoint_is_explained(tmp_path: Path) -> None:
         assert result.returncode == 1
         assert "Transport endpoint is not connected" in result.stderr
         assert f"fusermount3 -u {mountpoint}" in result.stderr
+        assert "-o auto_unmount" in result.stderr
 
 
 def test_help_and_version() -> None:
@@ -145,7 +146,10 @@ def test_help_and_version() -> None:
 def test_fuse_options_pass_through(tmp_path: Path) -> None:
     dataset = json_v0(tmp_path / "v0")
     with mounted(
-        dataset.refs, tmp_path / "mnt", "-o", "allow_other,cache_size=64M,defaults"
+        dataset.refs,
+        tmp_path / "mnt",
+        "-o",
+        f"allow_other,cache_size=64M,defaults,local_root={tmp_path / 'v0'}",
     ) as mount:
         with open("/proc/mounts") as mounts:
             line = next(m for m in mounts if m.split()[1] == str(mount.path))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import inspect
+import os
 from typing import cast
 
 import pyfuse3
@@ -63,3 +65,127 @@ async def test_the_root_stats_attribute_goes_through_the_adapter() -> None:
     )
     assert b'"getattr":{"count":1' in data
     assert await ops.listxattr(pyfuse3.InodeT(1), CONTEXT) == []
+
+
+# ------------------------------------------------- injected exceptions: EIO, and no harm done
+
+INJECTED = [
+    RuntimeError("bug"),
+    KeyError("missing"),
+    ValueError("bad value"),
+    TypeError("bad type"),
+    AssertionError("broken invariant"),
+    OSError(errno.ENOSPC, "not a refmount error"),
+    ZeroDivisionError("division by zero"),
+]
+
+
+async def call(ops: FuseOperations, handler: str, inode: pyfuse3.InodeT) -> object:
+    """Call one of the reading handlers of ``ops`` with valid arguments for the file ``inode``
+    (the key ``a``)."""
+    root = pyfuse3.InodeT(1)
+    if handler == "lookup":
+        return await ops.lookup(root, pyfuse3.FileNameT(b"a"), CONTEXT)
+    if handler == "getattr":
+        return await ops.getattr(inode, CONTEXT)
+    if handler == "opendir":
+        return await ops.opendir(root, CONTEXT)
+    if handler == "readdir":
+        await ops.readdir(pyfuse3.FileHandleT(root), 0, cast(pyfuse3.ReaddirToken, None))
+        return None
+    if handler in ("open", "read", "release"):
+        info = await ops.open(inode, os.O_RDONLY, CONTEXT)
+        if handler == "open":
+            await ops.release(info.fh)
+            return info
+        if handler == "read":
+            try:
+                return await ops.read(info.fh, 0, 4096)
+            finally:
+                await ops.release(info.fh)
+        await ops.release(info.fh)
+        return None
+    if handler == "getxattr":
+        return await ops.getxattr(inode, pyfuse3.XAttrNameT(b"user.refmount.kind"), CONTEXT)
+    if handler == "listxattr":
+        return await ops.listxattr(inode, CONTEXT)
+    if handler == "statfs":
+        return await ops.statfs(CONTEXT)
+    if handler == "access":
+        return await ops.access(inode, pyfuse3.ModeT(os.R_OK), CONTEXT)
+    raise AssertionError(handler)
+
+
+# the adapter handler and the filesystem method it relies on
+HANDLERS = [
+    ("lookup", "lookup"),
+    ("getattr", "getattr"),
+    ("opendir", "opendir"),
+    ("readdir", "readdir"),
+    ("open", "open"),
+    ("read", "read"),
+    ("release", "release"),
+    ("getxattr", "getxattr"),
+    ("listxattr", "listxattr"),
+    ("statfs", "statfs"),
+    ("access", "getattr"),
+]
+
+
+@pytest.mark.parametrize(("handler", "method"), HANDLERS)
+@pytest.mark.parametrize("exception", INJECTED, ids=lambda error: type(error).__name__)
+async def test_an_exception_in_any_handler_is_eio_and_later_calls_work(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    handler: str,
+    method: str,
+    exception: Exception,
+) -> None:
+    replies: list[bytes] = []
+
+    def readdir_reply(token: object, name: bytes, attributes: object, next_id: int) -> bool:
+        replies.append(name)
+        return True
+
+    monkeypatch.setattr(pyfuse3, "readdir_reply", readdir_reply)
+    ops = operations()
+    inode = (await ops.lookup(pyfuse3.InodeT(1), pyfuse3.FileNameT(b"a"), CONTEXT)).st_ino
+    healthy = await call(ops, handler, inode)
+    original = getattr(ops._fs, method)
+
+    async def broken_async(*args: object, **kwargs: object) -> object:
+        raise exception
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise exception
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            ops._fs, method, broken_async if inspect.iscoroutinefunction(original) else broken
+        )
+        for _ in range(2):  # the same failure again: still EIO, nothing left in a bad state
+            with pytest.raises(pyfuse3.FUSEError) as raised:
+                await call(ops, handler, inode)
+            assert raised.value.errno == errno.EIO
+    assert f"unexpected error in {handler}" in caplog.text
+    assert type(exception).__name__ in caplog.text  # the traceback is logged
+    assert ops._fs.statistics.operations[handler].errnos == {errno.EIO: 2}
+    again = await call(ops, handler, inode)  # the next call works as before
+    if handler == "read":
+        assert again == healthy == b"hello"
+    if handler in ("getattr", "lookup"):
+        assert isinstance(again, pyfuse3.EntryAttributes)
+        assert isinstance(healthy, pyfuse3.EntryAttributes)
+        assert (
+            (again.st_ino, again.st_size)
+            == (healthy.st_ino, healthy.st_size)
+            == (
+                again.st_ino,
+                5,
+            )
+        )
+    # no handle leaked by the failures (but a failed release leaves its handle open)
+    assert ops._fs.open_files == (2 if handler == "release" else 0)
+    if handler == "readdir":
+        assert replies == [b".", b"..", b"a"] * 2  # before and after the failures
+    assert await call(ops, "read", inode) == b"hello"  # other operations never affected

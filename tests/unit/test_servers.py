@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import http.client
+import os
+import re
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +22,11 @@ from tests.servers import (
     Fault,
     FaultProxy,
     RangeHTTPServer,
+    Request,
     S3Bucket,
     UnsatisfiableRange,
     create_bucket,
+    etag_of,
     moto_s3,
     parse_range,
     require_loopback,
@@ -288,3 +294,202 @@ def test_moto_server_bucket_helpers_and_single_server_header(
     # the state does not leak from one server to the next
     with moto_s3() as endpoint, pytest.raises(Exception, match="NoSuchBucket"):
         S3Bucket(endpoint, "selftest").get("a.bin")
+
+
+# ------------------------------------------------- validators, headers, restarts, slow modes
+
+
+def fetch_with(
+    port: int, path: str, headers: dict[str, str], method: str = "GET"
+) -> tuple[int, dict[str, str], bytes]:
+    with connection(port) as conn:
+        conn.request(method, path, headers=headers)
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+
+
+def test_range_server_sends_a_strong_content_etag_and_last_modified() -> None:
+    with RangeHTTPServer({"f": DATA}) as server:
+        status, headers, _ = fetch(server.port, "/f", range_="bytes=0-9")
+        assert status == 206
+        assert headers["ETag"] == etag_of(DATA) == server.etag("f")
+        assert re.fullmatch(r'"[0-9a-f]{40}"', headers["ETag"])
+        modified = email.utils.parsedate_to_datetime(headers["Last-Modified"]).timestamp()
+        assert abs(modified - time.time()) < 5
+        status, head, _ = fetch(server.port, "/f", method="HEAD")
+        assert (status, head["ETag"], head["Last-Modified"]) == (
+            200,
+            headers["ETag"],
+            headers["Last-Modified"],
+        )
+        assert fetch(server.port, "/f")[1]["ETag"] == headers["ETag"]  # stable
+        server.add("f", DATA[::-1], mtime=1_000_000_000)
+        _, changed, body = fetch(server.port, "/f")
+        assert body == DATA[::-1]
+        assert changed["ETag"] == etag_of(DATA[::-1]) != headers["ETag"]
+        assert changed["Last-Modified"] == "Sun, 09 Sep 2001 01:46:40 GMT"
+        server.add("f", DATA)  # the same bytes again: the same ETag
+        assert fetch(server.port, "/f")[1]["ETag"] == headers["ETag"]
+        assert server.etag("missing") is None
+    assert server.errors == []
+
+
+def test_range_server_directory_files_have_validators_too(tmp_path: Path) -> None:
+    (tmp_path / "d.bin").write_bytes(DATA)
+    os.utime(tmp_path / "d.bin", (1_000_000_000, 1_000_000_000))
+    with RangeHTTPServer(directory=tmp_path) as server:
+        _, headers, _ = fetch(server.port, "/d.bin", method="HEAD")
+    assert headers["ETag"] == etag_of(DATA)
+    assert headers["Last-Modified"] == "Sun, 09 Sep 2001 01:46:40 GMT"
+
+
+def test_range_server_conditional_requests() -> None:
+    with RangeHTTPServer({"f": DATA}) as server:
+        etag = etag_of(DATA)
+        other = etag_of(b"other")
+        ranged = {"Range": "bytes=0-9"}
+        assert fetch_with(server.port, "/f", {**ranged, "If-Match": etag})[0] == 206
+        assert fetch_with(server.port, "/f", {**ranged, "If-Match": f"{other}, {etag}"})[0] == 206
+        assert fetch_with(server.port, "/f", {**ranged, "If-Match": "*"})[0] == 206
+        for mismatch in (other, f"W/{etag}"):  # If-Match compares strongly
+            status, _, body = fetch_with(server.port, "/f", {**ranged, "If-Match": mismatch})
+            assert status == 412, mismatch
+            assert b"precondition" in body
+        assert fetch_with(server.port, "/f", {"If-Match": other}, "HEAD")[0] == 412
+        status, headers, body = fetch_with(server.port, "/f", {"If-None-Match": f"W/{etag}"})
+        assert (status, body, headers["ETag"]) == (304, b"", etag)
+        assert fetch_with(server.port, "/f", {"If-None-Match": other})[0] == 200
+        # If-Range: the range while the tag matches, the whole (changed) body otherwise
+        status, _, body = fetch_with(server.port, "/f", {**ranged, "If-Range": etag})
+        assert (status, body) == (206, DATA[:10])
+        status, _, body = fetch_with(server.port, "/f", {**ranged, "If-Range": other})
+        assert (status, body) == (200, DATA)
+        # a connection stays usable after a 304 and a 412
+        with connection(server.port) as conn:
+            for headers_sent, expected in (
+                ({"If-None-Match": etag}, 304),
+                ({"If-Match": other}, 412),
+                ({"Range": "bytes=1-2"}, 206),
+            ):
+                conn.request("GET", "/f", headers=headers_sent)
+                response = conn.getresponse()
+                response.read()
+                assert response.status == expected
+    assert server.errors == []
+
+
+def test_servers_record_request_headers() -> None:
+    with RangeHTTPServer({"f": DATA}) as server, FaultProxy(server.url) as proxy:
+        fetch_with(proxy.port, "/f", {"Authorization": "Bearer t0ken", "Range": "bytes=0-0"})
+        (seen,) = server.requests
+        (relayed,) = proxy.requests
+    for request in (seen, relayed):
+        assert request.header("authorization") == "Bearer t0ken"
+        assert request.headers["Range"] == "bytes=0-0" == request.range
+        assert request.header("X-Missing") is None
+    # headers take no part in comparisons
+    assert seen == Request("GET", "/f", "bytes=0-0")
+
+
+def refused(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+def test_range_server_stops_and_restarts_on_the_same_port() -> None:
+    server = RangeHTTPServer({"f": DATA})
+    with server:
+        port, url = server.port, server.url
+        assert server.running
+        assert fetch(port, "/f")[2] == DATA
+        server.stop()
+        assert (server.running, refused(port)) == (False, True)
+        server.start()
+        assert (server.port, server.url) == (port, url)
+        assert fetch(port, "/f", range_="bytes=0-3")[2] == DATA[:4]
+        server.restart()
+        assert server.port == port
+        assert fetch(port, "/f")[2] == DATA
+        assert server.count("GET") == 3  # the record survives restarts
+    assert refused(port)
+    assert server.errors == []
+
+
+def test_range_server_binds_a_given_port() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with RangeHTTPServer({"f": DATA}, port=port) as server:
+        assert server.port == port
+        assert fetch(port, "/f")[2] == DATA
+
+
+def test_fault_proxy_restarts_on_the_same_port_and_records_times() -> None:
+    with RangeHTTPServer({"f": DATA}) as server, FaultProxy(server.url) as proxy:
+        port = proxy.port
+        before = time.monotonic()
+        proxy.fail_next(1, Fault.ERROR_503)
+        assert fetch(port, "/f")[0] == 503
+        proxy.restart()
+        assert proxy.port == port
+        assert fetch(port, "/f")[2] == DATA
+        after = time.monotonic()
+        assert [item.fault for item in proxy.applied] == [Fault.ERROR_503, Fault.PASS]
+        assert all(before <= item.at <= after for item in proxy.applied)
+        assert proxy.faults_between("f", before, after) == 1
+        assert proxy.faults_between("g", before, after) == 0
+        assert proxy.faults_between("f", after + 1, after + 2) == 0
+        # the upstream killed and restarted behind the proxy: 502 meanwhile
+        server.stop()
+        status, _, body = fetch(port, "/f")
+        assert (status, body) == (502, b"upstream unreachable\n")
+        server.start()
+        assert fetch(port, "/f")[2] == DATA
+    assert server.errors == []
+
+
+def test_range_server_throttles_bodies_and_delays_answers() -> None:
+    body = DATA * 4  # 40 KiB
+    with RangeHTTPServer({"f": body}, throttle_bytes_per_second=100_000) as server:
+        started = time.monotonic()
+        assert fetch(server.port, "/f")[2] == body
+        assert 0.3 < time.monotonic() - started < 5
+        started = time.monotonic()
+        assert fetch(server.port, "/f", range_="bytes=0-999")[2] == body[:1000]
+        assert time.monotonic() - started < 0.5  # small answers stay quick
+        server.throttle_bytes_per_second = None
+        server.delay_seconds = 0.3
+        started = time.monotonic()
+        assert fetch(server.port, "/f")[2] == body
+        assert 0.3 <= time.monotonic() - started < 5
+    assert server.errors == []
+
+
+def test_stop_cuts_a_throttled_transfer_short() -> None:
+    body = DATA * 100  # 1 MB at 50 kB/s: 20 s
+    server = RangeHTTPServer({"f": body}, throttle_bytes_per_second=50_000).start()
+    results: list[BaseException | bytes] = []
+
+    def read() -> None:
+        try:
+            results.append(fetch(server.port, "/f")[2])
+        except Exception as error:
+            results.append(error)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while server.count("GET") == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    started = time.monotonic()
+    server.stop()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert time.monotonic() - started < 3
+    (result,) = results
+    assert isinstance(result, http.client.IncompleteRead | ConnectionError), result
+    assert server.errors == []
