@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import errno
+import grp
 import json
 import logging
 import logging.handlers
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -17,7 +19,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from refmount import __version__
-from refmount.config import DAY, MountConfig, ReadConfig, RetryConfig, parse_duration, parse_size
+from refmount.config import (
+    DAY,
+    MountConfig,
+    ReadConfig,
+    RetryConfig,
+    parse_duration,
+    parse_size,
+    parse_umask,
+)
 from refmount.errors import MountError, ReferenceFormatError, RefmountError
 from refmount.urls import protocol_of
 
@@ -72,9 +82,13 @@ auto_unmount, default_permissions, ...) go to the kernel; refmount's own options
 given the same way, which is what /etc/fstab needs:
   cache_size=SIZE  remote_protocol=P  remote_options=JSON  target_options=JSON
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
-  timeout=DURATION  retries=N  attr_timeout=DURATION
+  timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
+  uid=N  gid=N  umask=MASK  no_pin
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
+default_permissions is always on: the kernel enforces the modes (0444 files, 0555
+directories, less the umask). With allow_other or allow_root, local targets must lie
+under a --local-root directory, or the mount is refused.
 
 examples:
   refmount refs.json /mnt/data
@@ -158,6 +172,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="how many times a failed request is tried again (default 4) on connection "
         "errors, timeouts, 5xx, 408, 429 and short bodies, with exponential backoff",
     )
+    parser.add_argument(
+        "--local-root",
+        metavar="DIR",
+        action="append",
+        help="with -o allow_other or allow_root: a directory local targets may lie in "
+        "(repeatable, or DIR:DIR...); any other local target refuses the mount",
+    )
+    parser.add_argument("--uid", metavar="N", help="owner of every file (default: you)")
+    parser.add_argument("--gid", metavar="N", help="group of every file (default: yours)")
+    parser.add_argument(
+        "--umask",
+        metavar="MASK",
+        help="octal bits taken away from 0444 (files) and 0555 (directories), e.g. 027",
+    )
+    parser.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="do not pin each target's ETag or mtime at first use (a target that changes "
+        "while mounted may then mix two versions)",
+    )
     parser.add_argument("--version", action="version", version=f"refmount {__version__}")
     return parser
 
@@ -210,6 +244,10 @@ _OWN_OPTIONS = frozenset(
         "attr_timeout",
         "timeout",
         "retries",
+        "uid",
+        "gid",
+        "umask",
+        "no_pin",
     }
 )
 """refmount options that ``-o name=value`` may set, named like their command-line flags."""
@@ -240,11 +278,14 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
     args = parser.parse_args(argv)
     fuse: list[str] = []
     shortcuts: dict[str, str | bool] = {}
+    roots = [root for text in args.local_root or () for root in text.split(":") if root]
     for text in args.options:
         for option in split_options(text):
             name, has_value, value = option.partition("=")
             own = name.replace("-", "_")
-            if own in _OWN_OPTIONS:
+            if own == "local_root":
+                roots.extend(root for root in value.split(":") if root)
+            elif own in _OWN_OPTIONS:
                 if getattr(args, own) in (None, False):  # a command-line flag wins over -o
                     setattr(args, own, value if has_value else True)
             elif own in S3_SHORTCUTS:
@@ -277,10 +318,33 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             read=read,
             retry=retry,
             attr_timeout=parse_duration(args.attr_timeout) if args.attr_timeout else DAY,
+            local_roots=tuple(_local_root(root) for root in roots),
+            uid=None if args.uid is None else _id("uid", args.uid, pwd.getpwnam),
+            gid=None if args.gid is None else _id("gid", args.gid, grp.getgrnam),
+            umask=None if args.umask is None else parse_umask(str(args.umask)),
+            pin_versions=not args.no_pin,
         )
     except ValueError as error:
         parser.error(str(error))
     return config, args
+
+
+def _local_root(text: str) -> str:
+    path = os.path.abspath(text)
+    if not os.path.isdir(path):
+        raise ValueError(f"--local-root {text}: not a directory")
+    return path
+
+
+def _id(name: str, text: str, by_name: Callable[[str], Any]) -> int:
+    """Return a numeric user or group id, looking a name up if need be."""
+    text = str(text)
+    if text.isdigit():
+        return int(text)
+    try:
+        return int(by_name(text)[2])
+    except KeyError:
+        raise ValueError(f"{name} must be a number or a known name, not {text!r}") from None
 
 
 def _count(name: str, text: str) -> int:

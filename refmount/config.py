@@ -75,9 +75,26 @@ class RetryConfig:
         return self.timeout * (self.retries + 1) + delays
 
 
+def parse_umask(text: str) -> int:
+    """Parse an octal permission mask such as ``022`` or ``0o077``."""
+    digits = text.strip().lower().removeprefix("0o")
+    if not digits or any(c not in "01234567" for c in digits) or int(digits, 8) > 0o777:
+        raise ValueError(f"not a umask: {text!r} (an octal number such as 022 or 077)")
+    return int(digits, 8)
+
+
+SHARING_FUSE_OPTIONS = frozenset({"allow_other", "allow_root"})
+"""FUSE options that let users other than the one who mounted read the tree."""
+
+
 @dataclass(frozen=True, slots=True)
 class MountConfig:
-    """Everything the daemon needs to mount one reference set."""
+    """Everything the daemon needs to mount one reference set.
+
+    ``local_roots`` are the directories local targets must lie in when the mount is
+    ``shared``; ``uid``, ``gid`` and ``umask`` (None: the mounting user, no mask) shape every
+    node's attributes; ``pin_versions`` pins each target's ETag or mtime at first use.
+    """
 
     refs: str
     mountpoint: Path
@@ -93,3 +110,13 @@ class MountConfig:
     read: ReadConfig = field(default_factory=ReadConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
     attr_timeout: float = DAY
+    local_roots: tuple[str, ...] = ()
+    uid: int | None = None
+    gid: int | None = None
+    umask: int | None = None
+    pin_versions: bool = True
+
+    @property
+    def shared(self) -> bool:
+        """Return True when users other than the one who mounted may read the mount."""
+        return any(option in SHARING_FUSE_OPTIONS for option in self.fuse_options)

@@ -23,9 +23,9 @@ from refmount.filesystem import Owner, RefFilesystem
 from refmount.formats import LoadOptions, load
 from refmount.formats.options import Progress
 from refmount.fuse_ops import FuseOperations
-from refmount.model import ReferenceSet
+from refmount.model import Inline, ReferenceSet
 from refmount.reader import Reader
-from refmount.store import FsspecSource, StorageOptions, Store
+from refmount.store import FsspecSource, LocalRoots, StorageOptions, Store
 from refmount.tree import Tree
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,8 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
         references = load(source, options)
     except OSError as error:
         raise ReferenceFormatError(source.url, None, f"cannot read: {error}") from error
+    if config.shared:
+        check_local_targets(references, LocalRoots(config.local_roots))
     tree = Tree.build(
         references.keys(), references.grids, source=source.url, skip_invalid=config.skip_invalid
     )
@@ -103,6 +105,26 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
         time.monotonic() - started,
     )
     return Loaded(source, references, tree, int(mtime * 1e9))
+
+
+def check_local_targets(references: ReferenceSet, roots: LocalRoots) -> None:
+    """Raise ``ReferenceFormatError`` naming the first key whose target ``roots`` refuse.
+
+    Only explicit keys are known at load time; the chunks of a Parquet set are checked when
+    they are opened, and every read is checked again by the store.
+    """
+    problems: dict[str, str | None] = {}
+    keys = references.keys()  # a ReferenceSet is not itself iterable
+    for key in keys:
+        reference = references.get(key)
+        if reference is None or isinstance(reference, Inline):
+            continue
+        url = reference.url
+        if url not in problems:
+            problems[url] = roots.problem(url)
+        problem = problems[url]
+        if problem is not None:
+            raise ReferenceFormatError(references.source, key, f"target {url}: {problem}")
 
 
 def fuse_options(config: MountConfig) -> set[str]:
@@ -120,17 +142,21 @@ def mount_and_serve(
     Under a service manager (``$NOTIFY_SOCKET``) readiness is also reported as ``READY=1``,
     and the start of the unmount as ``STOPPING=1``.
     """
+    roots = LocalRoots(config.local_roots) if config.shared else None
     store = Store(
         StorageOptions(config.remote_options, config.s3_options),
         connections_per_host=config.retry.connections_per_host,
+        local_roots=roots,
+        pin=config.pin_versions,
     )
     reader = Reader(store, config.read, config.retry)
     filesystem = RefFilesystem(
         loaded.tree,
         loaded.references,
         reader,
-        owner=Owner.current(),
+        owner=Owner.current(config.umask, uid=config.uid, gid=config.gid),
         mtime_ns=loaded.mtime_ns,
+        target_problem=None if roots is None else roots.problem,
     )
     operations = FuseOperations(filesystem, timeout=config.attr_timeout)
     mountpoint = config.mountpoint

@@ -10,8 +10,12 @@
     │   ├── ReadOnlyError               EROFS
     │   └── NoAttributeError            ENODATA
     ├── RemoteError                     EIO, a target URL could not be read (store level)
+    │   ├── RemoteAccessError           EACCES, a local target outside the allowed roots
+    │   └── RemoteChangedError          the target is no longer the version pinned
     └── TargetError                     EIO, names the key and the URL
         ├── TargetReadError             the target failed (cause chained)
+        ├── TargetChangedError          the target changed since its first use
+        ├── TargetAccessError           EACCES, the target may not be read by this mount
         └── ShortReadError              the target returned fewer bytes than declared
 """
 
@@ -82,6 +86,21 @@ class RemoteError(RefmountError):
         super().__init__(f"{url}: {problem}")
 
 
+class RemoteAccessError(RemoteError):
+    """A local target lies outside the directories this mount may read (``--local-root``)."""
+
+    errno = errno_codes.EACCES
+
+
+class RemoteChangedError(RemoteError):
+    """The target is no longer the version pinned at its first use; never retried."""
+
+    def __init__(self, url: str, pinned: str, now: str) -> None:
+        self.pinned = pinned
+        self.now = now
+        super().__init__(url, f"the target changed since its first use: pinned {pinned}, now {now}")
+
+
 class TargetError(RefmountError):
     """Reading a reference's target failed; the message names the key, the URL and, when the
     request was tried more than once, how many attempts were made."""
@@ -106,6 +125,16 @@ class TargetError(RefmountError):
 
 class TargetReadError(TargetError):
     """The target could not be read (missing, unreachable, refused); the cause is chained."""
+
+
+class TargetChangedError(TargetError):
+    """The target changed since its version was pinned; reading it could mix two versions."""
+
+
+class TargetAccessError(TargetError):
+    """The target may not be read by this mount (a local file outside ``--local-root``)."""
+
+    errno = errno_codes.EACCES
 
 
 class ShortReadError(TargetError):

@@ -6,6 +6,7 @@ import errno
 import itertools
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from refmount.errors import (
     NoAttributeError,
     NotFoundError,
     ReadOnlyError,
+    TargetAccessError,
     TargetReadError,
 )
 from refmount.model import (
@@ -30,7 +32,7 @@ from refmount.model import (
 )
 from refmount.reader import Reader
 from refmount.stats import STATS_XATTR, Statistics, encode_snapshot
-from refmount.tree import Entry, GridChunk, StaticFile, Tree
+from refmount.tree import NAME_MAX, Entry, GridChunk, StaticFile, Tree
 
 BLOCK_SIZE = 128 * 1024
 """``st_blksize``: the I/O size that ``cp`` and friends use."""
@@ -56,10 +58,18 @@ class Owner:
     dir_mode: int = 0o555
 
     @classmethod
-    def current(cls, umask: int | None = None) -> Owner:
-        """Return the owner of the running process, with ``umask`` applied if given."""
+    def current(
+        cls, umask: int | None = None, *, uid: int | None = None, gid: int | None = None
+    ) -> Owner:
+        """Return the owner of the running process, or ``uid``/``gid`` where given, with
+        ``umask`` taken away from the modes (``0444`` files, ``0555`` directories)."""
         mask = umask or 0
-        return cls(os.getuid(), os.getgid(), 0o444 & ~mask, 0o555 & ~mask)
+        return cls(
+            os.getuid() if uid is None else uid,
+            os.getgid() if gid is None else gid,
+            0o444 & ~mask,
+            0o555 & ~mask,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +123,10 @@ class RefFilesystem:
     ``statistics`` (a new ``Statistics`` unless given) is what the FUSE boundary records every
     request in; the root directory's ``user.refmount.stats`` attribute is a JSON snapshot of
     it and of the reader's counters.
+
+    ``target_problem``, when given, says why a target URL may not be read (None: it may).
+    Explicit keys are checked when the set is loaded; chunks of a Parquet set are loaded
+    lazily, so a chunk whose target is refused cannot be opened (``EACCES``).
     """
 
     def __init__(
@@ -124,6 +138,7 @@ class RefFilesystem:
         owner: Owner,
         mtime_ns: int,
         statistics: Statistics | None = None,
+        target_problem: Callable[[str], str | None] | None = None,
     ) -> None:
         self._tree = tree
         self._references = references
@@ -134,12 +149,16 @@ class RefFilesystem:
         self._handles = itertools.count(1)
         self._record_threads = trio.CapacityLimiter(4)
         self._statistics = Statistics() if statistics is None else statistics
+        self._target_problem = target_problem
+        self._problems: dict[str, str | None] = {}
 
     # ------------------------------------------------------------------ names
 
     async def lookup(self, parent: Inode, name: str) -> Attributes | None:
         """Return the attributes of ``name`` in directory ``parent``, or None if absent."""
         self._require_dir(parent)
+        if len(os.fsencode(name)) > NAME_MAX:
+            raise FilesystemError(errno.ENAMETOOLONG)
         inode = self._tree.lookup(parent, name)
         if inode is None:
             return None
@@ -202,6 +221,10 @@ class RefFilesystem:
         if self._tree.is_dir(inode):
             raise FilesystemError(errno.EISDIR)
         reference = await self._reference(inode)
+        if self._target_problem is not None and not isinstance(
+            self._tree.file_source(inode), StaticFile
+        ):
+            self._check_target(inode, reference)
         handle = FileHandle(next(self._handles))
         self._open[handle] = OpenFile(inode, self._tree.path(inode), reference)
         return handle
@@ -302,6 +325,17 @@ class RefFilesystem:
                 references.source,
                 f"cannot read the record file that holds this chunk: {error}",
             ) from error
+
+    def _check_target(self, inode: Inode, reference: Reference) -> None:
+        """Refuse a chunk whose target this mount may not read (asked once per URL)."""
+        if isinstance(reference, Inline) or self._target_problem is None:
+            return
+        url = reference.url
+        if url not in self._problems:
+            self._problems[url] = self._target_problem(url)
+        problem = self._problems[url]
+        if problem is not None:
+            raise TargetAccessError(self._tree.path(inode), url, problem)
 
     def _attributes(self, inode: Inode, is_dir: bool, size: int) -> Attributes:
         owner = self._owner

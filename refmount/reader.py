@@ -13,7 +13,16 @@ import trio
 
 from refmount.cache import ByteCache
 from refmount.config import ReadConfig, RetryConfig
-from refmount.errors import RemoteError, ShortReadError, TargetError, TargetReadError
+from refmount.errors import (
+    RemoteAccessError,
+    RemoteChangedError,
+    RemoteError,
+    ShortReadError,
+    TargetAccessError,
+    TargetChangedError,
+    TargetError,
+    TargetReadError,
+)
 from refmount.model import Inline, Range, Reference, Whole
 
 log = logging.getLogger(__name__)
@@ -232,8 +241,9 @@ class Reader:
     ) -> T:
         """Run ``request`` with the per-request timeout, retrying retryable failures.
 
-        Retryable: ``RemoteError``s the store marks so, timeouts and short bodies. After the
-        last attempt the error names the key, the URL, the last problem and the attempts.
+        Retryable: ``RemoteError``s the store marks so, timeouts and short bodies; a target
+        that changed since it was pinned, or that this mount may not read, never is. After
+        the last attempt the error names the key, the URL, the last problem and the attempts.
         """
         policy = self._retry
         attempt = 0
@@ -251,9 +261,11 @@ class Reader:
             except TargetError as other:
                 error, retryable = other, False
             except RemoteError as remote:
-                error = TargetReadError(key, url, f"{what}: {remote.problem}")
+                error = _target_error(key, url, what, remote)
                 error.__cause__ = remote
-                retryable = remote.retryable
+                retryable = remote.retryable and not isinstance(
+                    remote, RemoteAccessError | RemoteChangedError
+                )
             if not retryable or attempt >= policy.retries:
                 self._errors += 1
                 raise error.after_attempts(attempt + 1)
@@ -274,3 +286,12 @@ class Reader:
             self._retries,
             self._errors,
         )
+
+
+def _target_error(key: str, url: str, what: str, remote: RemoteError) -> TargetError:
+    """Return the ``TargetError`` (naming ``key``) that stands for the store's ``remote``."""
+    if isinstance(remote, RemoteAccessError):
+        return TargetAccessError(key, url, remote.problem)
+    if isinstance(remote, RemoteChangedError):
+        return TargetChangedError(key, url, f"{what}: {remote.problem}")
+    return TargetReadError(key, url, f"{what}: {remote.problem}")

@@ -1,11 +1,16 @@
-"""The only fsspec user: target URLs to filesystems, range reads and sizes, the trio↔asyncio
-bridge, error classification, and reading the reference file itself.
+"""The only fsspec user: target URLs to filesystems, range reads and sizes, version pinning,
+the local-root check, the trio↔asyncio bridge, error classification, and the reference file.
 
 Async filesystems (HTTP, S3 …) run on fsspec's own asyncio loop thread; trio awaits their
 results through ``_wait_for_future`` without a thread per request, at most
 ``connections_per_host`` at a time per host. Blocking filesystems (local files …) run in worker
 threads bounded by one ``trio.CapacityLimiter``. Every failure leaves as ``RemoteError``, marked
 retryable or not; retrying is the reader's business.
+
+Storage options may be keyed by URL prefix (``https://host``); each (protocol, option key)
+gets its own filesystem instance, so credentials meant for one host never reach another.
+With pinning on, each target's version (ETag, else mtime/Last-Modified and size) is recorded
+by its first use and every later read is checked against it (``RemoteChangedError``).
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ import concurrent.futures
 import contextlib
 import errno
 import logging
+import os
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+import time
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
@@ -24,8 +32,9 @@ import fsspec
 import fsspec.asyn
 import fsspec.core
 import trio
+from fsspec.implementations.local import LocalFileSystem
 
-from refmount.errors import RemoteError
+from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError
 from refmount.urls import directory_of, protocol_of
 
 log = logging.getLogger(__name__)
@@ -44,13 +53,32 @@ PERMANENT_ERRNOS = frozenset(
     {errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.EINVAL}
 )
 
+HTTP_PROTOCOLS = ("http", "https")
+
+LOCAL_PROTOCOLS = frozenset({"file", "local"})
+"""Protocols that read local files (as do URLs without a protocol)."""
+
+UNCHECKABLE_PROTOCOLS = frozenset({"reference", "dir", "git"})
+"""Protocols that read local files the URL does not name (a nested reference set's targets,
+a directory prefix from the options, a local repository); refused when the mount is shared."""
+
+PIN_RECHECK_SECONDS = 5.0
+"""Where a range read cannot carry the pinned version (S3 through s3fs, other protocols),
+how old a confirmation may be before a read asks the target for its version again."""
+
+PRECONDITION_FAILED = 412
+
 
 class StorageOptions:
-    """fsspec storage options per protocol: common ones, per-protocol ones, and S3 extras.
+    """fsspec storage options: common ones, per protocol, per URL prefix, and S3 extras.
 
-    ``{"s3": {...}, "https": {...}}`` (every key a known protocol, every value an object) is
-    per protocol; anything else is a flat dict that applies to every protocol. ``s3`` options
-    (from ``-o s3_*`` shortcuts) are added for ``s3://`` and ``s3a://`` on top.
+    ``{"s3": {...}, "https": {...}, "https://data.example.org": {...}}`` (every key a known
+    protocol or a URL prefix, every value an object) is structured; anything else is a flat
+    dict that applies to every protocol. A URL takes the common options, then its protocol's,
+    then those of the longest prefix it starts with (a prefix matches at a ``/``, ``?`` or
+    ``#`` boundary, so ``https://host`` never matches ``https://host.evil`` or
+    ``https://host:8443``). ``s3`` options (from ``-o s3_*`` shortcuts) are added for ``s3://``
+    and ``s3a://`` on top of the protocol-level options.
     """
 
     def __init__(
@@ -59,9 +87,13 @@ class StorageOptions:
         options = dict(options or {})
         s3 = dict(s3 or {})
         known = set(fsspec.available_protocols())
-        if options and all(k in known and isinstance(v, dict) for k, v in options.items()):
+        self._prefixes: dict[str, dict[str, Any]] = {}
+        if options and all(
+            (k in known or _is_prefix(k)) and isinstance(v, dict) for k, v in options.items()
+        ):
             self._common: dict[str, Any] = {}
-            self._per_protocol = {k: dict(v) for k, v in options.items()}
+            self._per_protocol = {k: dict(v) for k, v in options.items() if not _is_prefix(k)}
+            self._prefixes = {k: dict(v) for k, v in options.items() if _is_prefix(k)}
         else:
             self._common, self._per_protocol = options, {}
         for protocol in S3_PROTOCOLS if s3 else ():
@@ -72,22 +104,174 @@ class StorageOptions:
                 merged["client_kwargs"] = client
 
     def for_protocol(self, protocol: str) -> dict[str, Any]:
-        """Return the options for one protocol."""
+        """Return the options for one protocol (without any URL prefix's)."""
         merged = dict(self._common)
         merged.update(self._per_protocol.get(protocol, {}))
+        return merged
+
+    def prefix_of(self, url: str) -> str | None:
+        """Return the longest option key that is a prefix of ``url`` (its last part if
+        chained), or None when only protocol-level options apply."""
+        last = url.rsplit("::", 1)[-1]
+        matches = [p for p in self._prefixes if _starts_with_prefix(last, p)]
+        return max(matches, key=len) if matches else None
+
+    def for_target(self, url: str) -> dict[str, Any]:
+        """Return the options for a URL that is not chained: protocol, then prefix options."""
+        merged = self.for_protocol(protocol_of(url) or "file")
+        prefix = self.prefix_of(url)
+        if prefix is not None:
+            merged.update(self._prefixes[prefix])
         return merged
 
     def for_url(self, url: str) -> dict[str, Any]:
         """Return keyword arguments for ``fsspec.core.url_to_fs(url, ...)``.
 
         A chained URL (``simplecache::s3://…``) takes options keyed by each protocol of the
-        chain; a plain URL takes its protocol's options directly.
+        chain, its last part's with prefix options too; a plain URL takes its options directly.
         """
         if "::" not in url:
-            return self.for_protocol(protocol_of(url) or "file")
+            return self.for_target(url)
         *wrappers, last = url.split("::")  # "simplecache::s3://b/k": wrappers are bare names
-        chain = [protocol_of(part) or part for part in wrappers] + [protocol_of(last) or "file"]
-        return {protocol: self.for_protocol(protocol) for protocol in chain}
+        chain: dict[str, Any] = {}
+        for part in wrappers:
+            name = protocol_of(part) or part
+            chain[name] = self.for_protocol(name)
+        chain[protocol_of(last) or "file"] = self.for_target(last)
+        return chain
+
+
+def _is_prefix(key: str) -> bool:
+    return "://" in key and bool(protocol_of(key))
+
+
+def _starts_with_prefix(url: str, prefix: str) -> bool:
+    if not url.startswith(prefix):
+        return False
+    if len(url) == len(prefix) or prefix.endswith("/"):
+        return True
+    return url[len(prefix)] in "/?#"
+
+
+class LocalRoots:
+    """The directories local targets must lie in when users other than the mounter can read.
+
+    A target is local when it has no protocol, or ``file://``/``local://``, or is a chain
+    whose last part is one of those; its path is taken exactly as fsspec's local filesystem
+    takes it, then made real (``os.path.realpath``: symlinks and ``..`` resolved). ``data:``
+    URIs and remote protocols are not local. Chains through ``reference``, ``dir`` or ``git``
+    are refused: the files they read do not appear in the URL.
+    """
+
+    def __init__(self, roots: Iterable[str]) -> None:
+        self._roots = tuple(os.path.realpath(root) for root in roots)
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """Return the allowed directories, resolved."""
+        return self._roots
+
+    def local_path(self, url: str) -> str | None:
+        """Return the path, not yet made real, that ``url`` reads locally, or None."""
+        last = url.rsplit("::", 1)[-1]
+        protocol = protocol_of(last)
+        if protocol is not None and protocol.lower() not in LOCAL_PROTOCOLS:
+            return None
+        return cast(str, LocalFileSystem._strip_protocol(last))
+
+    def problem(self, url: str) -> str | None:
+        """Return why ``url`` may not be read, or None when it may."""
+        *wrappers, last = url.split("::")
+        for protocol in [protocol_of(part) or part for part in wrappers] + [protocol_of(last)]:
+            if protocol is not None and protocol.lower() in UNCHECKABLE_PROTOCOLS:
+                return (
+                    f"protocol {protocol!r} may read any local file and is not allowed on a "
+                    "mount other users can read"
+                )
+        path = self.local_path(url)
+        if path is None:
+            return None
+        real = os.path.realpath(path)
+        if any(_inside(real, root) for root in self._roots):
+            return None
+        roots = ", ".join(self._roots) if self._roots else "none given"
+        return (
+            f"the local file {real} is outside the local roots ({roots}); other users can "
+            "read this mount, so local targets must lie under --local-root DIR"
+        )
+
+    def resolve(self, url: str) -> str:
+        """Return the real path of a local ``url``; raise ``RemoteAccessError`` if refused."""
+        problem = self.problem(url)
+        if problem is not None:
+            raise RemoteAccessError(url, problem)
+        path = self.local_path(url)
+        return os.path.realpath(path) if path is not None else url
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+@dataclass
+class Pin:
+    """A target's version at its first use: ETag, else modification time and size."""
+
+    etag: str | None
+    modified: str | None
+    size: int | None
+    checked: float
+    """When the target last confirmed this version (``time.monotonic``)."""
+
+    @classmethod
+    def from_info(cls, info: Mapping[str, Any], now: float) -> Pin:
+        """Return the version an fsspec ``info`` dict describes."""
+        etag = next((info[k] for k in ("ETag", "etag", "Etag") if info.get(k)), None)
+        modified: object = next(
+            (
+                info[k]
+                for k in ("Last-Modified", "LastModified", "last_modified", "mtime", "updated")
+                if info.get(k) is not None
+            ),
+            None,
+        )
+        size = info.get("size")
+        return cls(
+            None if etag is None else str(etag),
+            None if modified is None else str(modified),
+            size if isinstance(size, int) else None,
+            now,
+        )
+
+    @classmethod
+    def from_stat(cls, status: os.stat_result, now: float) -> Pin:
+        """Return the version of a local file."""
+        return cls(None, f"{status.st_mtime_ns}ns", status.st_size, now)
+
+    @property
+    def known(self) -> bool:
+        """Return True when there is anything to compare later reads with."""
+        return self.etag is not None or self.modified is not None
+
+    def same(self, other: Pin) -> bool:
+        """Return True when ``other`` is the same version."""
+        if self.etag is not None and other.etag is not None:
+            return self.etag == other.etag
+        return (self.modified, self.size) == (other.modified, other.size)
+
+    def describe(self) -> str:
+        """Return the version as a log line shows it."""
+        if self.etag is not None:
+            return f"ETag {self.etag}"
+        return f"mtime {self.modified} size {self.size}"
+
+    def http_condition(self) -> dict[str, str]:
+        """Return the request header that makes an HTTP server refuse another version."""
+        if self.etag is not None and not self.etag.startswith("W/"):
+            return {"If-Match": self.etag}  # If-Match compares strongly: weak ETags never match
+        if self.modified is not None and self.modified[:1].isalpha():  # an HTTP date
+            return {"If-Unmodified-Since": self.modified}
+        return {}
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -125,16 +309,30 @@ def _http_status(error: BaseException) -> int | None:
 
 def remote_error(url: str, error: BaseException) -> RemoteError:
     """Return the ``RemoteError`` that stands for ``error`` raised while reading ``url``."""
-    text = str(error) or type(error).__name__
-    if text != type(error).__name__:
-        text = f"{type(error).__name__}: {text}"
+    text = _describe(error)
+    cause = error.__cause__
+    if cause is not None and type(error).__module__ == "builtins":
+        text = f"{text} ({_describe(cause)})"  # fsspec's FileNotFoundError hides an HTTP status
     return RemoteError(url, text, retryable=is_retryable(error))
 
 
-class Store:
-    """Reads byte ranges and sizes of target URLs; one filesystem per protocol.
+def _describe(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    if text != type(error).__name__:
+        text = f"{type(error).__name__}: {text}"
+    return text
 
-    The protocol is resolved for each URL, never guessed once for the whole set.
+
+class Store:
+    """Reads byte ranges and sizes of target URLs; one filesystem per (protocol, option key).
+
+    The protocol is resolved for each URL, never guessed once for the whole set. The option
+    key is the storage-option prefix that matches the URL, if any, so a filesystem (and its
+    HTTP session or S3 client) carrying one host's credentials only ever serves that host.
+
+    ``local_roots``, when given, restricts local targets (checked again at every read, and
+    the real path is what is read). ``pin`` records each target's version at first use; a
+    later read of another version fails with ``RemoteChangedError``.
     """
 
     def __init__(
@@ -143,61 +341,181 @@ class Store:
         *,
         threads: int = 16,
         connections_per_host: int = 32,
+        local_roots: LocalRoots | None = None,
+        pin: bool = False,
+        recheck_after: float = PIN_RECHECK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._options = options or StorageOptions()
-        self._filesystems: dict[str, FileSystem] = {}
+        self._filesystems: dict[tuple[str, str | None], FileSystem] = {}
         self._lock = threading.Lock()
         self._threads = trio.CapacityLimiter(threads)
         self._per_host = connections_per_host
         self._hosts: dict[str, trio.Semaphore] = {}
+        self._local_roots = local_roots
+        self._pin = pin
+        self._recheck_after = recheck_after
+        self._clock = clock
+        self._pins: dict[str, Pin] = {}
+        self._pinning: dict[str, trio.Event] = {}
 
     def filesystem(self, url: str) -> tuple[FileSystem, str]:
         """Return the filesystem that serves ``url`` and the path to give it."""
+        prefix = self._options.prefix_of(url)
         if "::" in url:
             chain = url.rsplit("::", 1)[0]
             with self._lock:
-                fs = self._filesystems.get(chain)
+                fs = self._filesystems.get((chain, prefix))
                 if fs is None:
                     fs, _ = fsspec.core.url_to_fs(url, **self._options.for_url(url))
-                    self._filesystems[chain] = fs
+                    self._filesystems[(chain, prefix)] = fs
             return fs, fs._strip_protocol(url.rsplit("::", 1)[1])
         protocol = protocol_of(url) or "file"
         with self._lock:
-            fs = self._filesystems.get(protocol)
+            fs = self._filesystems.get((protocol, prefix))
             if fs is None:
-                fs = fsspec.filesystem(protocol, **self._options.for_protocol(protocol))
-                self._filesystems[protocol] = fs
+                fs = fsspec.filesystem(
+                    protocol, skip_instance_cache=True, **self._options.for_target(url)
+                )
+                self._filesystems[(protocol, prefix)] = fs
+        if protocol == "data":
+            return fs, url  # fsspec's data filesystem reads the URI, not its stripped body
         return fs, fs._strip_protocol(url)
+
+    def pinned(self, url: str) -> Pin | None:
+        """Return the version pinned for ``url``, if it has been used."""
+        return self._pins.get(url)
 
     async def read_range(self, url: str, start: int, end: int) -> bytes:
         """Return bytes ``[start, end)`` of ``url`` (fewer if the target is shorter)."""
         fs, path = self._resolve(url)
+        if _is_plain_local(url):
+            return await self._read_local(url, fs, path, start, end)
+        pin = await self._pinned(url, fs, path) if self._pin else None
         if fs.async_impl:
-            return cast(
-                bytes,
-                await self._on_fsspec_loop(url, lambda: fs._cat_file(path, start=start, end=end)),
+            data = await self._read_async(url, fs, path, start, end, pin)
+        else:
+            data = cast(
+                bytes, await self._in_thread(url, lambda: fs.cat_file(path, start=start, end=end))
             )
-        return cast(
-            bytes, await self._in_thread(url, lambda: fs.cat_file(path, start=start, end=end))
-        )
+        if pin is not None and not (_is_http(url) and pin.http_condition()):
+            await self._recheck(url, fs, path, pin)
+        return data
 
     async def size(self, url: str) -> int:
-        """Return the size in bytes of the whole target ``url``."""
+        """Return the size in bytes of the whole target ``url`` (its pinned size, if pinned)."""
         fs, path = self._resolve(url)
-        if fs.async_impl:
-            info = await self._on_fsspec_loop(url, lambda: fs._info(path))
+        if self._pin:
+            size: object = (await self._pinned(url, fs, path)).size
+        elif _is_plain_local(url):
+            size = (await self._in_thread(url, lambda: os.stat(path))).st_size
         else:
-            info = await self._in_thread(url, lambda: fs.info(path))
-        size = info.get("size") if isinstance(info, dict) else None
+            size = (await self._info(url, fs, path)).get("size")
         if not isinstance(size, int):
             raise RemoteError(url, "the target does not report its size")
         return size
 
     def _resolve(self, url: str) -> tuple[FileSystem, str]:
+        if self._local_roots is not None:
+            real = self._local_roots.resolve(url)  # raises RemoteAccessError
+            if _is_plain_local(url):
+                return self._filesystem(url)[0], real
+        return self._filesystem(url)
+
+    def _filesystem(self, url: str) -> tuple[FileSystem, str]:
         try:
             return self.filesystem(url)
         except Exception as error:
             raise RemoteError(url, f"cannot open a filesystem for it: {error}") from error
+
+    # ------------------------------------------------------------------ pinning
+
+    async def _pinned(self, url: str, fs: FileSystem, path: str) -> Pin:
+        """Return the version of ``url`` pinned at its first use (asking once per URL)."""
+        while True:
+            pin = self._pins.get(url)
+            if pin is not None:
+                return pin
+            flight = self._pinning.get(url)
+            if flight is None:
+                break
+            await flight.wait()  # another task is asking; it may fail, then we ask ourselves
+        done = self._pinning[url] = trio.Event()
+        try:
+            pin = await self._current_version(url, fs, path)
+            if not pin.known:
+                log.debug("%s reports no ETag or modification time: not pinned", url)
+            self._pins[url] = pin
+            return pin
+        finally:
+            del self._pinning[url]
+            done.set()
+
+    async def _current_version(self, url: str, fs: FileSystem, path: str) -> Pin:
+        if _is_plain_local(url):
+            status = await self._in_thread(url, lambda: os.stat(path))
+            return Pin.from_stat(status, self._clock())
+        refresh = {"refresh": True} if protocol_of(url) in S3_PROTOCOLS else {}
+        return Pin.from_info(await self._info(url, fs, path, **refresh), self._clock())
+
+    async def _info(self, url: str, fs: FileSystem, path: str, **kwargs: Any) -> dict[str, Any]:
+        if fs.async_impl:
+            info = await self._on_fsspec_loop(url, lambda: fs._info(path, **kwargs))
+        else:
+            info = await self._in_thread(url, lambda: fs.info(path, **kwargs))
+        return info if isinstance(info, dict) else {}
+
+    async def _read_async(
+        self, url: str, fs: FileSystem, path: str, start: int, end: int, pin: Pin | None
+    ) -> bytes:
+        condition = pin.http_condition() if pin is not None and _is_http(url) else {}
+        if not condition:
+            return cast(
+                bytes,
+                await self._on_fsspec_loop(url, lambda: fs._cat_file(path, start=start, end=end)),
+            )
+        headers = {**getattr(fs, "kwargs", {}).get("headers", {}), **condition}
+        try:
+            return cast(
+                bytes,
+                await self._on_fsspec_loop(
+                    url, lambda: fs._cat_file(path, start=start, end=end, headers=headers)
+                ),
+            )
+        except RemoteError as error:
+            if _http_status(error.__cause__ or error) != PRECONDITION_FAILED:
+                raise
+        assert pin is not None
+        try:
+            now = (await self._current_version(url, fs, path)).describe()
+        except RemoteError:
+            now = "another version (HTTP 412)"
+        raise RemoteChangedError(url, pin.describe(), now)
+
+    async def _recheck(self, url: str, fs: FileSystem, path: str, pin: Pin) -> None:
+        """Where a read cannot carry the version: ask again once the last check is old."""
+        if not pin.known or self._clock() - pin.checked < self._recheck_after:
+            return
+        current = await self._current_version(url, fs, path)
+        if not pin.same(current):
+            raise RemoteChangedError(url, pin.describe(), current.describe())
+        pin.checked = current.checked
+
+    async def _read_local(self, url: str, fs: FileSystem, path: str, start: int, end: int) -> bytes:
+        pin = await self._pinned(url, fs, path) if self._pin else None
+
+        def read() -> tuple[bytes, os.stat_result | None]:
+            data = cast(bytes, fs.cat_file(path, start=start, end=end))
+            return data, os.stat(path) if pin is not None else None
+
+        data, status = await self._in_thread(url, read)
+        if pin is not None and status is not None:
+            current = Pin.from_stat(status, self._clock())
+            if pin.known and not pin.same(current):
+                raise RemoteChangedError(url, pin.describe(), current.describe())
+        return data
+
+    # ------------------------------------------------------------------ running requests
 
     def _host_slots(self, url: str) -> trio.Semaphore:
         host = urlsplit(url.rsplit("::", 1)[-1]).netloc or protocol_of(url) or "local"
@@ -224,6 +542,15 @@ class Store:
             )
         except Exception as error:
             raise remote_error(url, error) from error
+
+
+def _is_plain_local(url: str) -> bool:
+    """Return True for a local URL that is not chained (read with ``os``-level checks)."""
+    return "::" not in url and (protocol_of(url) or "file").lower() in LOCAL_PROTOCOLS
+
+
+def _is_http(url: str) -> bool:
+    return "::" not in url and protocol_of(url) in HTTP_PROTOCOLS
 
 
 async def _wait_for_future(future: concurrent.futures.Future[T]) -> T:

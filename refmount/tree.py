@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 NAME_MAX = 255
 """Longest name, in bytes, that Linux filesystems accept."""
 
+MAX_INODE = 2**63 - 1
+"""The largest inode number handed out (the kernel's are 64 bits; leave the sign bit alone)."""
+
 
 @dataclass(frozen=True, slots=True)
 class StaticFile:
@@ -246,9 +249,11 @@ class Tree:
     ) -> Tree:
         """Build the tree of ``keys`` plus the chunk ``grids``.
 
-        Keys FUSE cannot represent (see ``key_problem``), and a key that is both a file and a
-        directory, raise ``ReferenceFormatError`` naming them; with ``skip_invalid`` they are
-        left out with one warning each.
+        Keys FUSE cannot represent (see ``key_problem``), a key that is both a file and a
+        directory, a key that is also the name of a chunk of its array, an array whose path
+        FUSE cannot represent and an array with more chunks than there are inode numbers raise
+        ``ReferenceFormatError`` naming them; with ``skip_invalid`` they are left out with one
+        warning each (an array whose path is invalid is left out with its metadata key).
         """
         root = _Dir()
         problems: list[tuple[str, str]] = []
@@ -258,16 +263,45 @@ class Tree:
                 _insert_file(root, key, problems)
             else:
                 problems.append((key, problem))
-        for grid in grids:
+        active = [True] * len(grids)
+        next_inode = 1 << 32  # grid inodes follow the static ones: leave room for 2**32 of those
+        for grid_id, grid in enumerate(grids):
+            problem = key_problem(grid.array) if grid.array else None
+            if problem is not None:
+                active[grid_id] = False
+                below = grid.array + "/"
+                if not any(key.startswith(below) for key, _ in problems):
+                    problems.append((grid.array, f"array path: {problem}"))
+                continue
+            end = _grid_block(grid_id, grid, ROOT_INODE, next_inode).end
+            if end > MAX_INODE:
+                active[grid_id] = False
+                problems.append((grid.array, f"array has {grid.count} chunks, too many to mount"))
+                continue
+            next_inode = end
             if grid.array:
                 _descend(root, grid.array.split("/"), problems)
         _report(problems, source, skip_invalid)
-        tree = cls._number(root, grids)
-        _report(tree._grid_collisions(), source, skip_invalid)
+        tree = cls._number(root, grids, active)
+        collisions = tree._grid_collisions()
+        if collisions and skip_invalid:
+            skipped: list[tuple[str, str]] = []
+            for path, problem in collisions:
+                removed = _remove(root, path)
+                skipped.extend(
+                    (key, problem if key == path else f"{path!r}: {problem}") for key in removed
+                )
+                for grid_id, grid in enumerate(grids):
+                    if grid.array == path or grid.array.startswith(path + "/"):
+                        active[grid_id] = False
+            _report(skipped, source, skip_invalid)
+            tree = cls._number(root, grids, active)
+        else:
+            _report(collisions, source, skip_invalid)
         return tree
 
     @classmethod
-    def _number(cls, root: _Dir, grids: Sequence[ChunkGrid]) -> Tree:
+    def _number(cls, root: _Dir, grids: Sequence[ChunkGrid], active: Sequence[bool]) -> Tree:
         names = ["", ""]  # index 0 unused so that inode == list index; index 1 is the root
         parents = array("q", [0, ROOT_INODE])
         first_child = array("q", [0, 0])
@@ -294,6 +328,8 @@ class Tree:
         next_inode = len(names)
         tree = cls(names, parents, first_child, child_count, is_dir, [])
         for grid_id, grid in enumerate(grids):
+            if not active[grid_id]:
+                continue
             owner = tree._static_path(grid.array)
             block = _grid_block(grid_id, grid, owner, next_inode)
             blocks.append(block)
@@ -468,6 +504,33 @@ def _descend(root: _Dir, parts: list[str], problems: list[tuple[str, str]]) -> _
         directory[part] = child
         directory = child
     return directory
+
+
+def _remove(root: _Dir, path: str) -> list[str]:
+    """Remove the node at ``path`` from the tree being built; return the file keys it held."""
+    *parents, name = path.split("/")
+    directory = root
+    for part in parents:
+        child = directory.get(part)
+        if child is None:
+            return []
+        directory = child
+    if name not in directory:
+        return []
+    node = directory.pop(name)
+    if node is None:
+        return [path]
+    removed: list[str] = []
+    stack = [(path, node)]
+    while stack:
+        prefix, current = stack.pop()
+        for child_name, child in sorted(current.items()):
+            child_path = f"{prefix}/{child_name}"
+            if child is None:
+                removed.append(child_path)
+            else:
+                stack.append((child_path, child))
+    return sorted(removed)
 
 
 def _report(problems: list[tuple[str, str]], source: str, skip_invalid: bool) -> None:

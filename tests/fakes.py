@@ -114,3 +114,23 @@ class DictReferences:
         if (grid, index) in self.broken:
             raise ReferenceFormatError("refs.test/x/refs.0.parq", "x/0", "injected corruption")
         return self.chunks.get(grid, {}).get(index)
+
+
+@dataclass
+class RaisingTarget(MemoryTarget):
+    """A ``MemoryTarget`` whose ``raises[url]`` error (a ``RemoteError``) answers every request
+    for that URL; counts them in ``ranges`` and ``sizes`` like its parent."""
+
+    raises: dict[str, Exception] = field(default_factory=dict)
+
+    async def read_range(self, url: str, start: int, end: int) -> bytes:
+        if url in self.raises:
+            self.ranges.append((url, start, end))
+            raise self.raises[url]
+        return await super().read_range(url, start, end)
+
+    async def size(self, url: str) -> int:
+        if url in self.raises:
+            self.sizes.append(url)
+            raise self.raises[url]
+        return await super().size(url)

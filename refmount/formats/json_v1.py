@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from refmount.errors import ReferenceFormatError
@@ -14,6 +14,9 @@ from refmount.formats.values import OnInvalid, ValueParser, describe
 from refmount.model import Reference, Whole
 
 _T = TypeVar("_T")
+
+MAX_GEN_KEYS = 100_000_000
+"""The most keys one ``gen`` item may generate (more could never fit in memory anyway)."""
 
 
 def load_v1(
@@ -83,6 +86,13 @@ class GenItem:
             raise self.error(f"'dimensions' must be an object, not {describe(dimensions)}")
         names = tuple(dimensions)
         axes = [self._axis(name, spec) for name, spec in dimensions.items()]
+        count = 1
+        for axis in axes:
+            count *= _length(axis)
+        if count > MAX_GEN_KEYS:
+            raise self.error(f"generates {count:,} keys, more than {MAX_GEN_KEYS:,}")
+        if count == 0:
+            return  # (itertools.product would still copy every other axis first)
 
         render = self._render
         parser = self._parser
@@ -118,7 +128,7 @@ class GenItem:
         except ReferenceFormatError as exc:
             raise self.error(exc.problem, key) from exc
 
-    def _axis(self, name: str, spec: object) -> list[object]:
+    def _axis(self, name: str, spec: object) -> Sequence[object]:
         """Return the values of one dimension: a list as given, or ``{start, stop, step}``."""
         if name in self._templates:
             raise self.error(f"dimension {name!r} has the name of a template")
@@ -141,7 +151,7 @@ class GenItem:
         start, stop, step = bounds
         if step == 0:
             raise self.error(f"dimension {name!r}: 'step' must not be 0")
-        return list(range(start, stop, step))
+        return range(start, stop, step)
 
     def _integer(self, value: object, field: str, key: str, variables: Mapping[str, object]) -> int:
         """Return an ``offset`` or ``length``: a JSON integer, or a template rendered and parsed."""
@@ -156,6 +166,15 @@ class GenItem:
             return int(text)
         except ValueError:
             raise self.error(f"{field} {text!r} is not an integer", key) from None
+
+
+def _length(axis: Sequence[object]) -> int:
+    """Return how many values a dimension has (``len`` of a range fails beyond ``sys.maxsize``)."""
+    if isinstance(axis, range):
+        if axis.step > 0:
+            return max(0, -(-(axis.stop - axis.start) // axis.step))
+        return max(0, -(-(axis.start - axis.stop) // -axis.step))
+    return len(axis)
 
 
 def _constant(value: object) -> int | None:

@@ -439,11 +439,19 @@ def _read_schema(data: bytes, name: str) -> pa.Schema:
 
 
 def _columns(schema: pa.Schema) -> list[str]:
-    """Return the schema's column names, leaving out pandas index columns."""
+    """Return the schema's column names, leaving out pandas index columns.
+
+    Pandas metadata that is not JSON, or not shaped as pandas writes it, names no index column.
+    """
     index: set[str] = set()
-    pandas = schema.pandas_metadata
-    if pandas is not None:
-        index = {c for c in pandas.get("index_columns", []) if isinstance(c, str)}
+    try:
+        pandas: object = schema.pandas_metadata
+    except ValueError:  # not JSON: no usable pandas metadata, so no index columns
+        pandas = None
+    if isinstance(pandas, dict):
+        columns = pandas.get("index_columns")
+        if isinstance(columns, list):
+            index = {c for c in columns if isinstance(c, str)}
     return [name for name in schema.names if name not in index]
 
 

@@ -175,7 +175,10 @@ def test_mount_t_fuse_refmount(tmp_path: Path, mount_dir: Path) -> None:
     # nosuid and nodev (libfuse's defaults).
     dataset = json_v0(tmp_path / "v0")
     log = tmp_path / "daemon.log"
-    options = f"allow_other,cache_size=64M,timeout=5s,log_level=debug,log_file={log}"
+    options = (
+        f"allow_other,local_root={dataset.refs.parent},cache_size=64M,timeout=5s,"
+        f"log_level=debug,log_file={log}"
+    )
     mount = ["mount", "-t", "fuse.refmount", str(dataset.refs), str(mount_dir), "-o", options]
     result = mount_in_namespace(tmp_path, mount, mount_dir)
     assert_served_and_unmounted(result, dataset, log)
@@ -194,6 +197,7 @@ def test_fstab_line(tmp_path: Path, mount_dir: Path) -> None:
     options = [
         "ro",
         "allow_other",
+        "local_root=" + str(dataset.refs.parent).replace(" ", "\\040"),
         "cache_size=64M",
         "skip_invalid",
         f"log_file={log}",

@@ -279,3 +279,54 @@ def test_options_mount_adds_are_ignored(tmp_path: Path) -> None:
         ]
     )
     assert config.fuse_options == ()
+
+
+def test_local_roots_uid_gid_umask_and_no_pin(tmp_path: Path) -> None:
+    a, b, c = (tmp_path / name for name in "abc")
+    for directory in (a, b, c):
+        directory.mkdir()
+    config, _ = parse_args(
+        [
+            "--local-root",
+            str(a),
+            "-o",
+            f"allow_other,local_root={b}:{c},uid=1234,gid=5678,umask=027,no_pin",
+            "refs.json",
+            str(tmp_path),
+        ]
+    )
+    assert config.local_roots == (str(a), str(b), str(c))
+    assert config.fuse_options == ("allow_other",)  # uid/gid/umask never reach libfuse
+    assert config.shared
+    assert (config.uid, config.gid, config.umask) == (1234, 5678, 0o027)
+    assert not config.pin_versions
+    flags, _ = parse_args(
+        ["--uid", "root", "--gid", "0", "--umask", "0o077", "--no-pin", "refs.json", str(a)]
+    )
+    assert (flags.uid, flags.gid, flags.umask, flags.pin_versions) == (0, 0, 0o077, False)
+    defaults, _ = parse_args(["-o", "allow_root", "refs.json", str(a)])
+    assert defaults.shared
+    assert defaults.local_roots == ()
+    assert (defaults.uid, defaults.gid, defaults.umask) == (None, None, None)
+    assert defaults.pin_versions
+    assert not parse_args(["refs.json", str(a)])[0].shared
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--local-root", "/nonexistent/refmount-root"],
+        ["-o", "local_root=/nonexistent/refmount-root"],
+        ["--umask", "999"],
+        ["-o", "umask=abc"],
+        ["--uid", "no-such-user-refmount"],
+        ["-o", "gid=no-such-group-refmount"],
+    ],
+)
+def test_bad_roots_ids_and_masks_exit_2(
+    tmp_path: Path, option: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_args([*option, "refs.json", str(tmp_path)])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("refmount: error:")

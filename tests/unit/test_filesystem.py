@@ -10,7 +10,12 @@ import stat
 import pytest
 
 from refmount.config import ReadConfig
-from refmount.errors import FilesystemError, ReferenceFormatError, TargetReadError
+from refmount.errors import (
+    FilesystemError,
+    ReferenceFormatError,
+    TargetAccessError,
+    TargetReadError,
+)
 from refmount.filesystem import READDIR_BATCH, Owner, RefFilesystem
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
 from refmount.reader import Reader
@@ -305,3 +310,62 @@ async def test_a_given_statistics_object_is_used() -> None:
         statistics=statistics,
     )
     assert fs.statistics is statistics
+
+
+def test_owner_takes_uid_gid_and_umask() -> None:
+    owner = Owner.current(0o027, uid=1234, gid=5678)
+    assert (owner.uid, owner.gid) == (1234, 5678)
+    assert (owner.file_mode, owner.dir_mode) == (0o440, 0o550)
+    assert Owner.current() == Owner(os.getuid(), os.getgid(), 0o444, 0o555)
+    assert Owner.current(0o022).file_mode == 0o444  # nothing to take away: read-only anyway
+
+
+async def test_umask_and_owner_show_in_every_attribute() -> None:
+    refs = DictReferences(explicit={"a/b": Inline(b"x")})
+    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
+    reader = Reader(MemoryTarget(), ReadConfig())
+    owner = Owner.current(0o077, uid=42, gid=43)
+    fs = RefFilesystem(tree, refs, reader, owner=owner, mtime_ns=MTIME_NS)
+    for path, mode in (("a", stat.S_IFDIR | 0o500), ("a/b", stat.S_IFREG | 0o400)):
+        attributes = await fs.getattr(await path_inode(fs, path))
+        assert (attributes.mode, attributes.uid, attributes.gid) == (mode, 42, 43)
+    root = await fs.getattr(ROOT_INODE)
+    assert root.mode == stat.S_IFDIR | 0o500
+
+
+async def test_a_chunk_whose_target_is_refused_cannot_be_opened() -> None:
+    grid = ChunkGrid("x", (2,), ".")
+    refs = DictReferences(
+        explicit={"x/.zarray": Inline(b"{}"), "plain": Range("mem://secret", 0, 2)},
+        grid_list=[grid],
+        chunks={0: {0: Range("mem://d", 0, 5), 1: Range("mem://secret", 0, 2)}},
+    )
+    asked: list[str] = []
+
+    def problem(url: str) -> str | None:
+        asked.append(url)
+        return "outside the local roots" if url == "mem://secret" else None
+
+    target = MemoryTarget(objects={"mem://d": DATA, "mem://secret": b"no"})
+    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
+    fs = RefFilesystem(
+        tree,
+        refs,
+        Reader(target, ReadConfig()),
+        owner=Owner(1, 1),
+        mtime_ns=MTIME_NS,
+        target_problem=problem,
+    )
+    assert await read_all(fs, "x/0") == b"HELLO"
+    array = await path_inode(fs, "x")
+    assert await fs.lookup(array, "1") is not None  # listed and stat-able: sizes are known
+    for _ in range(2):
+        with pytest.raises(TargetAccessError) as caught:
+            await read_all(fs, "x/1")
+        assert caught.value.errno == errno.EACCES
+        assert caught.value.key == "x/1"
+        assert caught.value.url == "mem://secret"
+    assert asked == ["mem://d", "mem://secret"]  # once per URL
+    assert not any(url == "mem://secret" for url, _, _ in target.ranges)
+    # explicit keys were checked when the set was loaded (daemon.check_local_targets)
+    assert await read_all(fs, "plain") == b"no"

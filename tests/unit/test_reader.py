@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import errno
+
 import pytest
 import trio
 import trio.testing
 
 from refmount.config import ReadConfig, RetryConfig
-from refmount.errors import ShortReadError, TargetReadError
+from refmount.errors import (
+    RemoteAccessError,
+    RemoteChangedError,
+    ShortReadError,
+    TargetAccessError,
+    TargetChangedError,
+    TargetReadError,
+)
 from refmount.model import Inline, Range, Whole
 from refmount.reader import Reader
-from tests.fakes import MemoryTarget
+from tests.fakes import MemoryTarget, RaisingTarget
 
 DATA = bytes(range(256)) * 64  # 16 KiB
 
@@ -268,3 +277,34 @@ async def test_size_requests_are_retried_too(
 def test_backoff_is_bounded_full_jitter() -> None:
     assert [RETRY.backoff_limit(a) for a in range(5)] == [0.1, 0.2, 0.4, 0.8, 1.0]
     assert RETRY.worst_case == pytest.approx(5.0 * 4 + 0.1 + 0.2 + 0.4)
+
+
+async def test_a_changed_target_is_eio_and_never_retried() -> None:
+    changed = RemoteChangedError("mem://obj", 'ETag "a"', 'ETag "b"')
+    target = RaisingTarget(objects={"mem://obj": DATA}, raises={"mem://obj": changed})
+    reader = reader_for(target, RetryConfig(retries=4, backoff_initial=0.0))
+    with pytest.raises(TargetChangedError) as caught:
+        await reader.read("x/0", Range("mem://obj", 0, 10), 0, 10)
+    assert len(target.ranges) == 1
+    message = str(caught.value)
+    assert "'x/0'" in message
+    assert "mem://obj" in message
+    assert 'pinned ETag "a", now ETag "b"' in message
+    assert caught.value.errno == errno.EIO
+    assert "attempts" not in message
+
+
+async def test_a_refused_target_is_eacces_and_never_retried() -> None:
+    refused = RemoteAccessError("/etc/shadow", "outside the local roots")
+    target = RaisingTarget(raises={"/etc/shadow": refused})
+    reader = reader_for(target, RetryConfig(retries=4, backoff_initial=0.0))
+    for request in (
+        reader.read("k", Range("/etc/shadow", 0, 10), 0, 10),
+        reader.size("w", Whole("/etc/shadow")),
+    ):
+        with pytest.raises(TargetAccessError) as caught:
+            await request
+        assert caught.value.errno == errno.EACCES
+        assert "/etc/shadow" in str(caught.value)
+    assert len(target.ranges) == 1
+    assert len(target.sizes) == 1

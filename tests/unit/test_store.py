@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,8 @@ import pytest
 import trio
 from fsspec.asyn import AsyncFileSystem
 
-from refmount.errors import RemoteError
-from refmount.store import FsspecSource, StorageOptions, Store, is_retryable
+from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError
+from refmount.store import FsspecSource, LocalRoots, Pin, StorageOptions, Store, is_retryable
 
 
 class SlowAsyncFileSystem(AsyncFileSystem):  # type: ignore[misc]
@@ -208,3 +209,250 @@ def test_reference_source_over_local_files(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         source.read("x/refs.0.parq")
     assert source.mtime() == pytest.approx((tmp_path / "refs.parq" / ".zmetadata").stat().st_mtime)
+
+
+# ------------------------------------------------------------------ per-host options
+
+
+def test_prefix_options_win_over_protocol_options_for_their_host_only() -> None:
+    options = StorageOptions(
+        {
+            "https": {"headers": {"User-Agent": "x"}, "timeout": 5},
+            "https://data.example.org": {"headers": {"Authorization": "Bearer a"}},
+            "https://data.example.org/private": {"headers": {"Authorization": "Bearer b"}},
+        }
+    )
+    host = "https://data.example.org"
+    assert options.for_target(f"{host}/x.nc") == {
+        "headers": {"Authorization": "Bearer a"},
+        "timeout": 5,
+    }
+    assert options.for_target(f"{host}/private/x.nc")["headers"] == {"Authorization": "Bearer b"}
+    assert options.for_target(f"{host}/privateer/x")["headers"] == {"Authorization": "Bearer a"}
+    for other in (
+        "https://data.example.org.evil.com/x",
+        "https://data.example.org:8443/x",
+        "https://data.example.orgx/x",
+        "https://evil.com/?https://data.example.org/x",
+        "http://data.example.org/x",
+    ):
+        assert "Authorization" not in options.for_target(other).get("headers", {}), other
+    assert options.prefix_of(f"{host}?sig=1") == host
+    assert options.for_url(f"simplecache::{host}/x")["https"]["headers"] == {
+        "Authorization": "Bearer a"
+    }
+
+
+def test_prefix_keys_alone_are_structured_options() -> None:
+    options = StorageOptions({"s3://bucket": {"anon": True}})
+    assert options.for_target("s3://bucket/k") == {"anon": True}
+    assert options.for_target("s3://bucketeer/k") == {}
+    assert options.for_target("s3://other/k") == {}
+
+
+def test_one_filesystem_per_protocol_and_option_key() -> None:
+    store = Store(
+        StorageOptions(
+            {"http://127.0.0.1:1": {"headers": {"Authorization": "Bearer a"}}, "http": {}}
+        )
+    )
+    secret, _ = store.filesystem("http://127.0.0.1:1/a")
+    same, _ = store.filesystem("http://127.0.0.1:1/b")
+    other, _ = store.filesystem("http://127.0.0.1:2/a")
+    assert secret is same
+    assert other is not secret
+    assert secret.kwargs["headers"] == {"Authorization": "Bearer a"}
+    assert "headers" not in other.kwargs
+
+
+# ------------------------------------------------------------------ local roots
+
+
+def test_local_roots_decide_which_local_files_may_be_read(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.nc").write_bytes(b"x")
+    outside = tmp_path / "secret"
+    outside.write_bytes(b"s")
+    (root / "escape").symlink_to(outside)
+    (root / "inside").symlink_to(root / "sub" / "a.nc")
+    roots = LocalRoots([str(root)])
+    allowed = [
+        str(root / "sub" / "a.nc"),
+        f"file://{root}/sub/a.nc",
+        f"local://{root}/sub/a.nc",
+        f"file:{root}/sub/a.nc",
+        f"simplecache::file://{root}/sub/a.nc",
+        str(root / "inside"),
+        str(root),
+        "data:application/octet-stream;base64,AAAA",
+        "https://host/etc/passwd",
+        "s3://bucket/etc/passwd",
+    ]
+    for url in allowed:
+        assert roots.problem(url) is None, url
+    refused = [
+        "/etc/passwd",
+        str(outside),
+        f"file://{outside}",
+        f"local://{outside}",
+        f"file:{outside}",
+        f"{root}/../secret",
+        f"file://{root}/sub/../../secret",
+        str(root / "escape"),
+        f"simplecache::file://{root}/escape",
+        f"blockcache::simplecache::{outside}",
+        f"{root}x/a.nc",
+        "reference::file:///refs.json",
+        "reference://a",
+        "dir::s3://bucket/x",
+    ]
+    for url in refused:
+        assert roots.problem(url) is not None, url
+    assert "local-root" in (roots.problem("/etc/passwd") or "")
+    assert LocalRoots([]).problem(str(root / "sub" / "a.nc")) is not None
+
+
+async def test_the_store_checks_local_roots_at_every_read(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "data.bin").write_bytes(b"0123456789")
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"SECRETSECRET")
+    link = root / "link.bin"
+    link.symlink_to(root / "data.bin")
+    store = Store(local_roots=LocalRoots([str(root)]))
+    assert await store.read_range(str(link), 0, 4) == b"0123"
+    assert await store.size(str(link)) == 10
+    link.unlink()
+    link.symlink_to(secret)  # swapped after the set was checked
+    for read in (store.read_range(str(link), 0, 4), store.size(str(link))):
+        with pytest.raises(RemoteAccessError) as caught:
+            await read
+        assert caught.value.errno == errno.EACCES
+        assert not caught.value.retryable
+    with pytest.raises(RemoteAccessError):
+        await store.read_range(f"simplecache::file://{secret}", 0, 1)
+
+
+# ------------------------------------------------------------------ version pinning
+
+
+class VersionedFileSystem(AsyncFileSystem):  # type: ignore[misc]
+    """An async filesystem whose objects have ETags; counts ``_info`` and ``_cat_file``."""
+
+    protocol = "versioned"
+    objects: dict[str, tuple[bytes, str]] = {}  # noqa: RUF012 - shared on purpose
+    infos = 0
+    reads = 0
+
+    async def _cat_file(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+        type(self).reads += 1
+        return self.objects[path][0][start:end]
+
+    async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        type(self).infos += 1
+        data, etag = self.objects[path]
+        return {"name": path, "size": len(data), "type": "file", "ETag": etag}
+
+
+@pytest.fixture
+def versioned() -> type[VersionedFileSystem]:
+    fsspec.register_implementation("versioned", VersionedFileSystem, clobber=True)
+    VersionedFileSystem.objects = {"b/o": (b"0123456789", '"v1"')}
+    VersionedFileSystem.infos = VersionedFileSystem.reads = 0
+    return VersionedFileSystem
+
+
+async def test_the_version_is_asked_once_per_url_and_gives_the_size(
+    versioned: type[VersionedFileSystem],
+) -> None:
+    store = Store(pin=True)
+    url = "versioned://b/o"
+    async with trio.open_nursery() as nursery:
+        for i in range(5):
+            nursery.start_soon(store.read_range, url, i, i + 1)
+        nursery.start_soon(store.size, url)
+    assert await store.size(url) == 10
+    assert versioned.infos == 1
+    pin = store.pinned(url)
+    assert pin is not None
+    assert pin.etag == '"v1"'
+
+
+async def test_a_changed_target_is_noticed_once_the_check_is_old(
+    versioned: type[VersionedFileSystem],
+) -> None:
+    now = [0.0]
+    store = Store(pin=True, recheck_after=5.0, clock=lambda: now[0])
+    url = "versioned://b/o"
+    assert await store.read_range(url, 0, 2) == b"01"
+    versioned.objects["b/o"] = (b"abcdefghij", '"v2"')
+    now[0] = 4.0
+    assert await store.read_range(url, 2, 4) == b"cd"  # within the window: not asked again
+    assert versioned.infos == 1
+    now[0] = 6.0
+    with pytest.raises(RemoteChangedError) as caught:
+        await store.read_range(url, 4, 6)
+    assert not caught.value.retryable
+    assert '"v1"' in str(caught.value)
+    assert '"v2"' in str(caught.value)
+
+
+async def test_an_unchanged_target_is_confirmed_and_not_asked_again_soon(
+    versioned: type[VersionedFileSystem],
+) -> None:
+    now = [0.0]
+    store = Store(pin=True, recheck_after=5.0, clock=lambda: now[0])
+    url = "versioned://b/o"
+    await store.read_range(url, 0, 1)
+    now[0] = 6.0
+    await store.read_range(url, 1, 2)
+    await store.read_range(url, 2, 3)
+    assert versioned.infos == 2
+
+
+async def test_without_pinning_nothing_extra_is_asked(
+    versioned: type[VersionedFileSystem],
+) -> None:
+    store = Store(pin=False)
+    url = "versioned://b/o"
+    await store.read_range(url, 0, 1)
+    versioned.objects["b/o"] = (b"abcdefghij", '"v2"')
+    assert await store.read_range(url, 1, 2) == b"b"
+    assert versioned.infos == 0
+
+
+async def test_local_targets_are_pinned_by_mtime_and_size(tmp_path: Path) -> None:
+    path = tmp_path / "data.bin"
+    path.write_bytes(b"0123456789")
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    store = Store(pin=True)
+    assert await store.read_range(str(path), 0, 2) == b"01"
+    assert await store.size(f"file://{path}") == 10
+    path.write_bytes(b"abcdefghij")  # same size, new mtime
+    with pytest.raises(RemoteChangedError, match="1000000000ns"):
+        await store.read_range(str(path), 2, 4)
+    unpinned = Store(pin=False)
+    assert await unpinned.read_range(str(path), 2, 4) == b"cd"
+
+
+def test_pins_describe_and_compare_versions() -> None:
+    http = Pin.from_info({"ETag": '"a"', "Last-Modified": "Mon, 01 Jan 2024 00:00:00 GMT"}, 0)
+    assert http.http_condition() == {"If-Match": '"a"'}
+    weak = Pin.from_info({"ETag": 'W/"a"', "Last-Modified": "Mon, 01 Jan 2024 00:00:00 GMT"}, 0)
+    assert weak.http_condition() == {"If-Unmodified-Since": "Mon, 01 Jan 2024 00:00:00 GMT"}
+    bare = Pin.from_info({"size": 3}, 0)
+    assert not bare.known
+    assert bare.http_condition() == {}
+    assert Pin.from_info({"ETag": '"a"', "size": 1}, 0).same(Pin.from_info({"ETag": '"a"'}, 9))
+    assert not http.same(Pin.from_info({"ETag": '"b"'}, 0))
+    assert Pin.from_info({"mtime": 5.0, "size": 3}, 0).describe() == "mtime 5.0 size 3"
+
+
+async def test_data_uris_are_read_whole_and_in_ranges() -> None:
+    url = "data:application/octet-stream;base64,AAECAw=="
+    for pin in (False, True):
+        store = Store(pin=pin)
+        assert await store.size(url) == 4
+        assert await store.read_range(url, 1, 3) == b"\x01\x02"

@@ -248,3 +248,84 @@ def test_array_path_that_is_also_a_file_is_refused() -> None:
     grid = ChunkGrid("x", (2,), ".")
     with pytest.raises(ReferenceFormatError, match="both a file and a directory"):
         Tree.build(["x"], [grid], source="refs.parq")
+
+
+@pytest.mark.parametrize("array", ["a//b", "..", "x/.", "/lead", "y" * 256])
+def test_array_whose_path_fuse_cannot_represent(
+    array: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # regression: with skip_invalid the metadata key was skipped but the array's directories
+    # were still made, giving entries named "" or ".." (or longer than 255 bytes)
+    grid = ChunkGrid(array, (2,), ".")
+    with pytest.raises(ReferenceFormatError) as caught:
+        Tree.build([], [grid], source="refs.parq")
+    assert caught.value.key == array
+    assert "array path" in caught.value.problem
+    with caplog.at_level(logging.WARNING):
+        tree = Tree.build(
+            [f"{array}/.zarray", "ok/.zarray"],
+            [grid, ChunkGrid("ok", (2,), ".")],
+            source="refs.parq",
+            skip_invalid=True,
+        )
+    assert names(tree, ROOT_INODE) == ["ok"]
+    assert tree.file_source(walk(tree, "ok/1")) == GridChunk(1, 1)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1  # the metadata key; the array goes with it
+    assert repr(f"{array}/.zarray") in warnings[0]
+
+
+def test_skip_invalid_drops_a_key_that_is_also_a_chunk_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # regression: the key was reported as skipped but kept, shadowing the chunk
+    grid = ChunkGrid("x", (2,), ".")
+    with caplog.at_level(logging.WARNING):
+        tree = Tree.build(["x/.zarray", "x/1"], [grid], source="refs.parq", skip_invalid=True)
+    array = walk(tree, "x")
+    assert names(tree, array) == [".zarray", "0", "1"]
+    assert tree.file_source(walk(tree, "x/1")) == GridChunk(0, 1)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "'x/1'" in warnings[0]
+    assert "also a chunk key" in warnings[0]
+
+
+def test_skip_invalid_drops_a_directory_that_is_also_a_chunk_prefix(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # regression: a zarr v3 array at the root lists its "c" chunk directory, and a nested
+    # array "c" made a second root entry called "c"
+    root = ChunkGrid("", (1, 1), "/", prefix="c")
+    nested = ChunkGrid("c", (2,), ".")
+    keys = ["zarr.json", "c/.zarray", "c/.zattrs"]
+    with pytest.raises(ReferenceFormatError, match="also a chunk key"):
+        Tree.build(keys, [root, nested], source="refs.parq")
+    with caplog.at_level(logging.WARNING):
+        tree = Tree.build(keys, [root, nested], source="refs.parq", skip_invalid=True)
+    assert names(tree, ROOT_INODE) == ["zarr.json", "c"]
+    assert tree.file_source(walk(tree, "c/0/0")) == GridChunk(0, 0)
+    assert tree.lookup(ROOT_INODE, "c") == walk(tree, "c")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2  # one per key below the colliding directory
+    assert any("'c/.zarray'" in w for w in warnings)
+    assert any("'c/.zattrs'" in w for w in warnings)
+
+
+def test_grid_with_more_chunks_than_inodes_is_refused(caplog: pytest.LogCaptureFixture) -> None:
+    # regression: inode numbers beyond 64 bits made every lookup in the array fail
+    huge = ChunkGrid("huge", (2**40, 2**40), ".")
+    with pytest.raises(ReferenceFormatError, match="too many to mount") as caught:
+        Tree.build(["huge/.zarray"], [huge], source="refs.parq")
+    assert caught.value.key == "huge"
+    with caplog.at_level(logging.WARNING):
+        tree = Tree.build(
+            ["huge/.zarray", "ok/.zarray"],
+            [huge, ChunkGrid("ok", (2,), ".")],
+            source="refs.parq",
+            skip_invalid=True,
+        )
+    assert tree.node_count < 2**63
+    assert names(tree, walk(tree, "huge")) == [".zarray"]
+    assert tree.file_source(walk(tree, "ok/1")) == GridChunk(1, 1)
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1

@@ -358,3 +358,25 @@ def test_broken_gen_items(fields: dict[str, Any], key: str | None, words: str) -
 def test_gen_item_must_be_an_object(item: object) -> None:
     error = problem_of(v1(gen=[gen_item(), item]))
     assert error.problem.startswith("gen item 1: must be an object")
+
+
+@pytest.mark.parametrize(
+    "dimensions",
+    [
+        {"i": {"stop": 10**12}},
+        {"i": {"stop": 20_000}, "j": {"stop": 20_000}},
+        {"i": {"start": -(2**62), "stop": 2**62}},
+    ],
+)
+def test_gen_item_with_too_many_keys_is_refused(dimensions: dict[str, Any]) -> None:
+    # regression: the dimensions were materialised first, ending in a MemoryError (or a hang)
+    item = gen_item(key="k{{i}}", dimensions=dimensions)
+    error = problem_of(v1(gen=[item]))
+    assert "gen item 0: generates" in error.problem
+    assert "more than 100,000,000" in error.problem
+
+
+def test_gen_with_an_empty_dimension_and_a_huge_one_generates_nothing() -> None:
+    # regression: itertools.product copied the huge dimension before finding the empty one
+    item = gen_item(key="k{{i}}{{j}}", dimensions={"i": {"stop": 10**12}, "j": []})
+    assert expand(v1(gen=[item])) == {}

@@ -692,6 +692,29 @@ def test_pandas_index_column_is_ignored(tmp_path: Path, target: str) -> None:
     assert references.chunk(0, 0) == Range(target, 0, 3)
 
 
+@pytest.mark.parametrize(
+    "pandas", [b"{not json", b"[1, 2]", b'{"index_columns": 5}', b'{"index_columns": null}']
+)
+def test_unusable_pandas_metadata_names_no_index_column(
+    tmp_path: Path, target: str, pandas: bytes
+) -> None:
+    # regression: pandas metadata that is not JSON, or not an object with a list of index
+    # columns, escaped as JSONDecodeError/AttributeError/TypeError instead of being ignored
+    root = tmp_path / "pandas.parq"
+    write_parquet_set(root, {"a/.zarray": zarray([1], [1])}, {}, 1)
+    table = pa.table(
+        {
+            "path": pa.array([target]),
+            "offset": pa.array([0], pa.int64()),
+            "size": pa.array([3], pa.int64()),
+            "raw": pa.nulls(1, pa.binary()),
+        }
+    ).replace_schema_metadata({b"pandas": pandas})
+    write_table(root / "a" / "refs.0.parq", table)
+    references = load_parquet(LocalSource(root), LoadOptions())
+    assert references.chunk(0, 0) == Range(target, 0, 3)
+
+
 def test_relative_paths_resolve_against_the_reference_directory(tmp_path: Path) -> None:
     root = tmp_path / "rel.parq"
     chunks: dict[str, dict[int, RefValue]] = {"a": {0: ["data.bin", 0, 1], 1: ["bucket/k", 0, 1]}}
