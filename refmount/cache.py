@@ -44,6 +44,10 @@ class ByteCache:
         """Return how many bytes are cached now."""
         return self._bytes
 
+    def __contains__(self, key: object) -> bool:
+        """Return True if ``key`` is cached, without counting a hit or a miss."""
+        return key in self._entries
+
     def get(self, key: Hashable) -> bytes | None:
         """Return the cached value and mark it recently used, or None."""
         value = self._entries.get(key)

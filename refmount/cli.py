@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from refmount import __version__
 from refmount.config import (
     DAY,
+    KIB,
     MountConfig,
     ReadConfig,
     RetryConfig,
@@ -29,6 +30,7 @@ from refmount.config import (
     parse_umask,
 )
 from refmount.errors import MountError, ReferenceFormatError, RefmountError
+from refmount.kernel import KernelTuning
 from refmount.urls import protocol_of
 
 log = logging.getLogger("refmount")
@@ -83,7 +85,7 @@ given the same way, which is what /etc/fstab needs:
   cache_size=SIZE  remote_protocol=P  remote_options=JSON  target_options=JSON
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
-  uid=N  gid=N  umask=MASK  no_pin
+  uid=N  gid=N  umask=MASK  no_pin  tune_kernel  tune_read_ahead=SIZE
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
 default_permissions is always on: the kernel enforces the modes (0444 files, 0555
@@ -192,6 +194,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not pin each target's ETag or mtime at first use (a target that changes "
         "while mounted may then mix two versions)",
     )
+    parser.add_argument(
+        "--tune-kernel",
+        action="store_true",
+        help="as root: raise the connection's readahead (16M) and background request "
+        "limits (max_background 64, congestion_threshold 48) through sysfs once mounted",
+    )
+    parser.add_argument(
+        "--tune-read-ahead",
+        metavar="SIZE",
+        help="the readahead --tune-kernel sets, e.g. 4M, 64M (implies --tune-kernel)",
+    )
     parser.add_argument("--version", action="version", version=f"refmount {__version__}")
     return parser
 
@@ -248,6 +261,8 @@ _OWN_OPTIONS = frozenset(
         "gid",
         "umask",
         "no_pin",
+        "tune_kernel",
+        "tune_read_ahead",
     }
 )
 """refmount options that ``-o name=value`` may set, named like their command-line flags."""
@@ -324,9 +339,20 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             umask=None if args.umask is None else parse_umask(str(args.umask)),
             pin_versions=not args.no_pin,
         )
+        args.kernel_tuning = kernel_tuning(args)
     except ValueError as error:
         parser.error(str(error))
     return config, args
+
+
+def kernel_tuning(args: argparse.Namespace) -> KernelTuning | None:
+    """Return the kernel tuning that ``--tune-kernel``/``--tune-read-ahead`` ask for, or None."""
+    if args.tune_read_ahead:
+        size = parse_size(str(args.tune_read_ahead))
+        if size < KIB:
+            raise ValueError(f"tune_read_ahead {args.tune_read_ahead}: at least 1K")
+        return KernelTuning(read_ahead_kb=size // KIB)
+    return KernelTuning() if args.tune_kernel else None
 
 
 def _local_root(text: str) -> str:
@@ -471,7 +497,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         loaded = daemon.load_references(config, ProgressReporter(config.refs, sys.stderr))
-        daemon.mount_and_serve(config, loaded, _readiness_reporter(args))
+        daemon.mount_and_serve(
+            config, loaded, _readiness_reporter(args), getattr(args, "kernel_tuning", None)
+        )
     except ReferenceFormatError as error:
         _report(error, debug)
         return EXIT_BAD_INPUT

@@ -41,12 +41,23 @@ def parse_duration(text: str) -> float:
 
 @dataclass(frozen=True, slots=True)
 class ReadConfig:
-    """How reads are served: the memory budget and the size up to which a reference is
-    fetched whole on its first read."""
+    """How reads are served: the memory budget, the size up to which a reference is fetched
+    whole on its first read, and how far ahead the read path fetches.
+
+    Neighbour prefetch (``neighbour_bytes`` 0: off) fetches the next references of a
+    directory that lie in the same object, at most ``neighbour_gap`` bytes apart, together in
+    one request of up to ``neighbour_bytes`` and ``neighbour_count`` references. Block
+    prefetch (``prefetch_blocks`` 0: off) fetches up to that many blocks ahead of a
+    sequential read of a large reference.
+    """
 
     cache_size: int = 512 * MIB
     whole_fetch_limit: int = 16 * MIB
     block_size: int = 4 * MIB
+    neighbour_gap: int = 64 * KIB
+    neighbour_bytes: int = 8 * MIB
+    neighbour_count: int = 64
+    prefetch_blocks: int = 8
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import faulthandler
+import gc
 import logging
 import os
 import signal
@@ -16,7 +17,7 @@ from pathlib import Path
 import pyfuse3
 import trio
 
-from refmount import notify
+from refmount import kernel, notify
 from refmount.config import MountConfig
 from refmount.errors import MountError, ReferenceFormatError
 from refmount.filesystem import Owner, RefFilesystem
@@ -97,6 +98,11 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
         references.keys(), references.grids, source=source.url, skip_invalid=config.skip_invalid
     )
     mtime = source.mtime() or time.time()
+    # Loading freed many small objects: give those pages back, and keep the long-lived rest
+    # out of the cyclic collector's sight.
+    gc.collect()
+    gc.freeze()
+    kernel.trim_heap()
     log.info(
         "loaded %s: %d names, %d chunk grids in %.2f s",
         source.url,
@@ -135,12 +141,16 @@ def fuse_options(config: MountConfig) -> set[str]:
 
 
 def mount_and_serve(
-    config: MountConfig, loaded: Loaded, on_ready: Callable[[], None] = lambda: None
+    config: MountConfig,
+    loaded: Loaded,
+    on_ready: Callable[[], None] = lambda: None,
+    tuning: kernel.KernelTuning | None = None,
 ) -> None:
     """Mount, call ``on_ready`` once the mount answers, serve until unmounted or signalled.
 
     Under a service manager (``$NOTIFY_SOCKET``) readiness is also reported as ``READY=1``,
-    and the start of the unmount as ``STOPPING=1``.
+    and the start of the unmount as ``STOPPING=1``. With ``tuning`` (``-o tune_kernel``), the
+    connection's sysfs knobs are set once the mount answers, before readiness is reported.
     """
     roots = LocalRoots(config.local_roots) if config.shared else None
     store = Store(
@@ -176,17 +186,41 @@ def mount_and_serve(
         notify.ready(f"mounted {loaded.source.url} on {mountpoint}")
 
     try:
-        trio.run(_serve, mountpoint, ready)
+        trio.run(_serve, mountpoint, ready, reader, tuning)
     finally:
         log.info("unmounting %s", mountpoint)
         notify.stopping(f"unmounting {mountpoint}")
         pyfuse3.close(unmount=True)
 
 
-async def _serve(mountpoint: Path, on_ready: Callable[[], None]) -> None:
+def tune_kernel(
+    mountpoint: Path, device: int, tuning: kernel.KernelTuning, sysfs: Path = kernel.SYSFS
+) -> None:
+    """Apply ``tuning`` to the connection of the mount ``device``; warn once if it cannot.
+
+    Blocking file operations on sysfs (never on the mount itself): call it from a thread.
+    """
+    if os.geteuid() != 0:
+        log.warning("-o tune_kernel needs root; keeping the kernel's defaults for %s", mountpoint)
+        return
+    try:
+        knobs = kernel.tune_connection(device, tuning, sysfs)
+    except (kernel.TuningError, OSError) as error:
+        log.warning("cannot tune the kernel for %s (keeping its defaults): %s", mountpoint, error)
+        return
+    log.info("kernel tuning for %s: %s", mountpoint, kernel.describe(knobs))
+
+
+async def _serve(
+    mountpoint: Path,
+    on_ready: Callable[[], None],
+    reader: Reader,
+    tuning: kernel.KernelTuning | None = None,
+) -> None:
     async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)  # prefetches; cancelled with the helpers below
         nursery.start_soon(_stop_on_signals)
-        nursery.start_soon(_announce_when_ready, mountpoint, on_ready)
+        nursery.start_soon(_announce_when_ready, mountpoint, on_ready, tuning)
         await pyfuse3.main(min_tasks=4, max_tasks=256)
         nursery.cancel_scope.cancel()  # unmounted from outside: stop the helpers
 
@@ -200,14 +234,21 @@ async def _stop_on_signals() -> None:
             return
 
 
-async def _announce_when_ready(mountpoint: Path, on_ready: Callable[[], None]) -> None:
-    """Wait until the kernel routes requests on ``mountpoint`` to us, then call ``on_ready``."""
+async def _announce_when_ready(
+    mountpoint: Path, on_ready: Callable[[], None], tuning: kernel.KernelTuning | None = None
+) -> None:
+    """Wait until the kernel routes requests on ``mountpoint`` to us, then call ``on_ready``.
+
+    With ``tuning``, the connection's kernel knobs are set first.
+    """
     parent_device = (await trio.to_thread.run_sync(os.stat, mountpoint.parent)).st_dev
     deadline = trio.current_time() + READY_TIMEOUT
     while trio.current_time() < deadline:
         status = await trio.to_thread.run_sync(os.stat, mountpoint, abandon_on_cancel=True)
         if status.st_dev != parent_device and status.st_ino == pyfuse3.ROOT_INODE:
             log.info("mounted on %s", mountpoint)
+            if tuning is not None:
+                await trio.to_thread.run_sync(tune_kernel, mountpoint, status.st_dev, tuning)
             on_ready()
             return
         await trio.sleep(0.01)

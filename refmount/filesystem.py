@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 import errno
 import itertools
 import os
 import stat
+from array import array
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +35,9 @@ from refmount.model import (
 )
 from refmount.reader import Reader
 from refmount.stats import STATS_XATTR, Statistics, encode_snapshot
+from refmount.store import LOCAL_PROTOCOLS
 from refmount.tree import NAME_MAX, Entry, GridChunk, StaticFile, Tree
+from refmount.urls import protocol_of
 
 BLOCK_SIZE = 128 * 1024
 """``st_blksize``: the I/O size that ``cp`` and friends use."""
@@ -46,6 +51,30 @@ DOT_ENTRIES = 2
 
 READDIR_BATCH = 256
 """How many entries ``readdir`` prepares at once; the kernel's buffer takes about 200."""
+
+SIBLING_INDEX_LIMIT = 100_000
+"""Directories with more entries get no neighbour prefetch (their index would be too big)."""
+
+INLINE_INDEX_LIMIT = 4096
+"""Directories up to this many entries are indexed on the event loop (a few milliseconds at
+most); larger ones in a worker thread."""
+
+SIBLING_INDEXES = 8
+"""How many directories' sibling indexes are kept (least recently used go)."""
+
+OPEN_HISTORY = 1024
+"""How many directories remember their last opened file (to spot in-order opens)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Siblings:
+    """The range references of one object in a directory, sorted by offset."""
+
+    offsets: array[int]
+    ends: array[int]
+
+
+_SiblingIndex = dict[str, _Siblings]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +180,9 @@ class RefFilesystem:
         self._statistics = Statistics() if statistics is None else statistics
         self._target_problem = target_problem
         self._problems: dict[str, str | None] = {}
+        self._last_open: OrderedDict[Inode, tuple[str, int, int]] = OrderedDict()
+        self._sibling_indexes: OrderedDict[Inode, _SiblingIndex | None] = OrderedDict()
+        self._indexing: set[Inode] = set()
 
     # ------------------------------------------------------------------ names
 
@@ -227,7 +259,129 @@ class RefFilesystem:
             self._check_target(inode, reference)
         handle = FileHandle(next(self._handles))
         self._open[handle] = OpenFile(inode, self._tree.path(inode), reference)
+        self._notice_open(inode, reference)
         return handle
+
+    # ------------------------------------------------------------------ neighbour prefetch
+
+    def _notice_open(self, inode: Inode, reference: Reference) -> None:
+        """Prefetch the following references of the object when a directory is read in order.
+
+        In order: the file opened starts in the same object as the one opened just before it
+        in the same directory, at most ``neighbour_gap`` bytes after its end, and that one's
+        bytes are already in memory (it was read; files opened together by parallel readers
+        do not count, they already overlap their requests). Local files are left out: a
+        request costs them little, and one large read would only serialize parallel ones.
+        The directory's
+        sibling index (its range references per object, sorted by offset) is built once, on
+        the first in-order open (in a worker thread for large directories); the chain of
+        references from this one on goes to ``Reader.prefetch_neighbours``.
+        """
+        config = self._reader.config
+        if (
+            not self._reader.can_prefetch
+            or config.neighbour_bytes <= 0
+            or not isinstance(reference, Range)
+            or not 0 < reference.length <= config.whole_fetch_limit
+            or _is_local(reference.url)
+        ):
+            return
+        parent = self._tree.parent(inode)
+        previous = self._last_open.pop(parent, None)
+        self._last_open[parent] = (reference.url, reference.offset, reference.length)
+        if len(self._last_open) > OPEN_HISTORY:
+            self._last_open.popitem(last=False)
+        if previous is None:
+            return
+        url, start, length = previous
+        end = start + length
+        if (
+            url != reference.url
+            or not end <= reference.offset <= end + config.neighbour_gap
+            or not self._reader.holds(url, start, end)
+        ):
+            return
+        if parent in self._sibling_indexes:
+            self._sibling_indexes.move_to_end(parent)
+            self._prefetch_after(parent, reference)
+        elif parent not in self._indexing:
+            index = self._sibling_index(parent, INLINE_INDEX_LIMIT)
+            if index is not None:
+                self._keep_index(parent, index)
+                self._prefetch_after(parent, reference)
+                return
+            self._indexing.add(parent)
+            self._reader.spawn(
+                lambda: self._index_then_prefetch(parent, reference), self._tree.path(parent)
+            )
+
+    async def _index_then_prefetch(self, parent: Inode, reference: Range) -> None:
+        try:
+            index = await trio.to_thread.run_sync(
+                self._sibling_index, parent, SIBLING_INDEX_LIMIT, limiter=self._record_threads
+            )
+        finally:
+            self._indexing.discard(parent)
+        self._keep_index(parent, index)
+        self._prefetch_after(parent, reference)
+
+    def _keep_index(self, parent: Inode, index: _SiblingIndex | None) -> None:
+        self._sibling_indexes[parent] = index
+        if len(self._sibling_indexes) > SIBLING_INDEXES:
+            self._sibling_indexes.popitem(last=False)
+
+    def _prefetch_after(self, parent: Inode, reference: Range) -> None:
+        """Hand the chain of references that follow ``reference`` in its object to the reader."""
+        index = self._sibling_indexes.get(parent)
+        siblings = None if index is None else index.get(reference.url)
+        if siblings is None:
+            return
+        config = self._reader.config
+        spans: list[tuple[int, int]] = []
+        end = reference.offset
+        position = bisect.bisect_left(siblings.offsets, reference.offset)
+        while position < len(siblings.offsets) and len(spans) < config.neighbour_count:
+            start, stop = siblings.offsets[position], siblings.ends[position]
+            position += 1
+            if start > end + (config.neighbour_gap if spans else 0):
+                break
+            if start >= end:  # overlapping or repeated references are left out
+                spans.append((start, stop))
+                end = stop
+        self._reader.prefetch_neighbours(self._tree.path(parent), reference.url, spans)
+
+    def _sibling_index(self, parent: Inode, most: int) -> _SiblingIndex | None:
+        """Return a directory's range references per object (safe in a worker thread).
+
+        Only references known without I/O are indexed (explicit keys, chunks of loaded
+        records); None when the directory has more than ``most`` entries.
+        """
+        limit = self._reader.config.whole_fetch_limit
+        rows: dict[str, list[tuple[int, int]]] = {}
+        references = self._references
+        for count, (entry, _) in enumerate(self._tree.children(parent)):
+            if count >= most:
+                return None
+            if entry.is_dir:
+                continue
+            source = self._tree.file_source(entry.inode)
+            if isinstance(source, StaticFile):
+                reference = references.get(source.key)
+            elif references.chunk_is_loaded(source.grid, source.index):
+                reference = references.chunk(source.grid, source.index)
+            else:
+                continue
+            if isinstance(reference, Range) and 0 < reference.length <= limit:
+                rows.setdefault(reference.url, []).append(
+                    (reference.offset, reference.offset + reference.length)
+                )
+        index: _SiblingIndex = {}
+        for url, spans in rows.items():
+            spans.sort()
+            index[url] = _Siblings(
+                array("q", (s for s, _ in spans)), array("q", (e for _, e in spans))
+            )
+        return index
 
     async def read(self, handle: FileHandle, offset: int, size: int) -> bytes:
         """Return ``size`` bytes at ``offset``, fewer only at the end of the file."""
@@ -350,3 +504,8 @@ class RefFilesystem:
         self._require(inode)
         if not self._tree.is_dir(inode):
             raise FilesystemError(errno.ENOTDIR)
+
+
+def _is_local(url: str) -> bool:
+    """Return True for a URL of a local file (no protocol, ``file://``, not chained)."""
+    return "::" not in url and (protocol_of(url) or "file").lower() in LOCAL_PROTOCOLS

@@ -1,11 +1,12 @@
-"""Turns a read of ``(offset, size)`` in a reference into bytes: whole-reference fetches, block
-fetches for large references, single-flight, the byte budget, and length checks."""
+"""Turns reads of references into bytes: fetches, prefetch, single-flight and the byte budget."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
-from collections.abc import Awaitable, Callable, Hashable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -28,6 +29,12 @@ from refmount.model import Inline, Range, Reference, Whole
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+STREAMS = 256
+"""How many large references the block prefetcher follows at once (least recently read go)."""
+
+SEEK_BACK = 1024 * 1024
+"""How far before the end of the last read a read may start and still count as sequential."""
 
 
 class Target(Protocol):
@@ -62,12 +69,48 @@ class SingleFlight(Generic[T]):
         """Return how many requests are running."""
         return len(self._flights)
 
-    async def run(self, key: Hashable, request: Callable[[], Awaitable[T]]) -> T:
-        """Return ``request()``'s result, or wait for the identical request already running."""
+    def busy(self, key: Hashable) -> bool:
+        """Return True while a request for ``key`` is running."""
+        return key in self._flights
+
+    def claim(self, key: Hashable) -> _Flight[T] | None:
+        """Register a flight for ``key`` that the caller settles or abandons, or None if busy.
+
+        Callers of ``run`` for ``key`` wait for it meanwhile.
+        """
+        if key in self._flights:
+            return None
+        flight: _Flight[T] = _Flight()
+        self._flights[key] = flight
+        return flight
+
+    def settle(self, key: Hashable, flight: _Flight[T], value: T) -> None:
+        """Hand ``value`` to the callers waiting on a claimed flight."""
+        flight.value = value
+        self._finish(key, flight)
+
+    def abandon(self, key: Hashable, flight: _Flight[T]) -> None:
+        """Give up a claimed flight: its waiters start their own request."""
+        if not flight.done.is_set():
+            flight.abandoned = True
+            self._finish(key, flight)
+
+    def _finish(self, key: Hashable, flight: _Flight[T]) -> None:
+        if self._flights.get(key) is flight:
+            del self._flights[key]
+        flight.done.set()
+
+    async def run(
+        self, key: Hashable, request: Callable[[], Awaitable[T]], *, share_errors: bool = True
+    ) -> T:
+        """Return ``request()``'s result, or wait for the identical request already running.
+
+        With ``share_errors`` False a failure is not handed to the waiters: they try again.
+        """
         while True:
             flight = self._flights.get(key)
             if flight is None:
-                return await self._lead(key, request)
+                return await self._lead(key, request, share_errors)
             await flight.done.wait()
             if flight.abandoned:
                 continue  # the leader was cancelled; try again ourselves
@@ -76,14 +119,19 @@ class SingleFlight(Generic[T]):
             assert flight.value is not None
             return flight.value
 
-    async def _lead(self, key: Hashable, request: Callable[[], Awaitable[T]]) -> T:
+    async def _lead(
+        self, key: Hashable, request: Callable[[], Awaitable[T]], share_errors: bool
+    ) -> T:
         flight: _Flight[T] = _Flight()
         self._flights[key] = flight
         try:
             flight.value = await request()
             return flight.value
         except TargetError as error:
-            flight.error = error
+            if share_errors:
+                flight.error = error
+            else:
+                flight.abandoned = True
             raise
         except BaseException:
             flight.abandoned = True
@@ -104,6 +152,8 @@ class ReaderStatistics:
     cache_hits: int
     retries: int
     errors: int
+    prefetches: int = 0
+    bytes_prefetched: int = 0
 
 
 class Reader:
@@ -115,6 +165,13 @@ class Reader:
     retried and then a ``ShortReadError``, never padded; a longer one means the server ignored
     the range. Each request is bounded by ``retry.timeout`` and retried as ``retry`` says.
     Runs on the event loop thread only.
+
+    Prefetch runs in the background only once ``start_background`` gave a nursery: blocks
+    ahead of a sequential read of a large reference, and neighbour spans that the filesystem
+    asks for (``prefetch_neighbours``). Prefetched data lands in the cache under the key the
+    normal path uses; its requests are single-flight entries too, so a read of data being
+    prefetched waits for it. A prefetch failure is logged at debug and never reaches a read:
+    the waiting read makes its own request.
     """
 
     def __init__(
@@ -140,6 +197,45 @@ class Reader:
         self._bytes_fetched = 0
         self._retries = 0
         self._errors = 0
+        self._prefetches = 0
+        self._bytes_prefetched = 0
+        self._nursery: trio.Nursery | None = None
+        self._streams: OrderedDict[str, _Stream] = OrderedDict()
+
+    @property
+    def config(self) -> ReadConfig:
+        """Return how reads are served."""
+        return self._config
+
+    def start_background(self, nursery: trio.Nursery) -> None:
+        """Run prefetches in ``nursery`` from now on (cancelling it stops them)."""
+        self._nursery = nursery
+
+    @property
+    def can_prefetch(self) -> bool:
+        """Return True when background work can be started."""
+        return self._nursery is not None
+
+    def spawn(self, job: Callable[[], Awaitable[object]], what: str) -> bool:
+        """Run ``job`` in the background; its failures are logged at debug level only."""
+        if self._nursery is None:
+            return False
+        self._nursery.start_soon(self._quietly, job, what)
+        return True
+
+    async def _quietly(self, job: Callable[[], Awaitable[object]], what: str) -> None:
+        try:
+            await job()
+        except Exception as error:  # noqa: BLE001 - best effort: a prefetch never surfaces
+            log.debug("prefetch of %s failed: %s", what, error)
+
+    def holds(self, url: str, start: int, end: int) -> bool:
+        """Return True if the range ``[start, end)`` of ``url`` is cached as one entry."""
+        return (url, start, end) in self._cache
+
+    def _prefetch_room(self) -> int:
+        """Return how many more bytes prefetch may have in flight: half the budget at most."""
+        return self._cache.budget // 2 - self._in_flight_bytes
 
     def known_size(self, reference: Reference) -> int | None:
         """Return the reference's size if it is known without asking the target."""
@@ -183,8 +279,135 @@ class Reader:
             data = blob[offset:end]
         else:
             data = await self._read_blocks(key, reference.url, base, total, offset, end)
+            self._follow(key, reference.url, base, total, offset, end)
         self._bytes_served += len(data)
         return data
+
+    def _follow(self, key: str, url: str, base: int, total: int, offset: int, end: int) -> None:
+        """Track a large reference's reads; start fetching blocks ahead of sequential ones.
+
+        Sequential: the first read starts at 0, or a read starts between ``SEEK_BACK`` before
+        and one block after the end of the previous one. Each sequential read that enters a
+        new block sets the window to 1 block, then doubles it up to ``prefetch_blocks``, and
+        fetches the blocks after it up to the window in parallel; any other read resets it.
+        """
+        cap = self._config.prefetch_blocks
+        if cap <= 0 or self._nursery is None:
+            return
+        block = self._config.block_size
+        last = (end - 1) // block
+        stream = self._streams.pop(key, None)
+        self._streams[key] = stream = stream or _Stream(0, -1, 0)
+        if len(self._streams) > STREAMS:
+            self._streams.popitem(last=False)
+        expected = stream.next
+        sequential = (stream.block < 0 and offset == 0) or (
+            stream.block >= 0 and expected - SEEK_BACK <= offset <= expected + block
+        )
+        if not sequential:
+            stream.window, stream.next, stream.block = 0, end, last
+            return
+        stream.next = max(stream.next, end)
+        if last <= stream.block:
+            return
+        stream.block = last
+        stream.window = 1 if stream.window == 0 else min(stream.window * 2, cap)
+        for number in range(last + 1, min(last + stream.window, (total - 1) // block) + 1):
+            start = base + number * block
+            stop = base + min((number + 1) * block, total)
+            cache_key = (url, start, stop)
+            if cache_key in self._cache or self._fetches.busy(cache_key):
+                continue
+            if stop - start > self._prefetch_room():
+                break
+            self._in_flight_bytes += stop - start  # reserved until the task takes over
+            self.spawn(
+                functools.partial(self._prefetch_block, key, url, start, stop),
+                f"{url} [{start}, {stop})",
+            )
+
+    async def _prefetch_block(self, key: str, url: str, start: int, stop: int) -> None:
+        self._in_flight_bytes -= stop - start  # _fetch counts it again from here on
+        self._prefetches += 1
+        self._bytes_prefetched += stop - start
+        await self._fetch(key, url, start, stop, background=True)
+
+    def prefetch_neighbours(self, key: str, url: str, spans: Sequence[tuple[int, int]]) -> int:
+        """Fetch the first spans of ``url`` that are neither cached nor in flight, together.
+
+        ``spans`` are ``(start, end)`` of references of up to ``whole_fetch_limit`` in one
+        object, in order, each starting after the previous one ends (``key`` names them in
+        logs). Spans already cached or in flight at the front count as fetched ahead; when
+        they amount to half the limit nothing is done. Otherwise the next run of missing
+        spans, up to ``neighbour_bytes`` (less when the budget is short: prefetch keeps
+        in-flight data under half of it) and ``neighbour_count``, is claimed in the
+        single-flight table at once (no ``await``) and fetched in one range request in the
+        background. Return the number of bytes requested.
+        """
+        config = self._config
+        if self._nursery is None or config.neighbour_bytes <= 0:
+            return 0
+        limit = min(config.neighbour_bytes, self._prefetch_room())
+        ahead = 0
+        run: list[tuple[int, int]] = []
+        for start, end in spans:
+            cache_key = (url, start, end)
+            if cache_key in self._cache or self._fetches.busy(cache_key):
+                if run:
+                    break
+                ahead += end - start
+                continue
+            if not run and ahead * 2 >= limit:
+                return 0
+            if end - (run[0][0] if run else start) > limit or len(run) >= config.neighbour_count:
+                break
+            run.append((start, end))
+        if not run or (ahead == 0 and len(run) == 1):
+            return 0  # the read being served asks for that one anyway
+        claimed: list[tuple[tuple[str, int, int], _Flight[bytes]]] = []
+        for start, end in run:
+            cache_key = (url, start, end)
+            flight = self._fetches.claim(cache_key)
+            assert flight is not None  # checked above, with no await in between
+            claimed.append((cache_key, flight))
+        first, last = run[0][0], run[-1][1]
+        self._in_flight_bytes += last - first
+        self._cache.shrink(self._in_flight_bytes)
+        self._prefetches += 1
+        self._bytes_prefetched += last - first
+        try:
+            self.spawn(lambda: self._coalesced(key, url, claimed), f"{url} [{first}, {last})")
+        except BaseException:
+            self._release(claimed, last - first)
+            raise
+        return last - first
+
+    async def _coalesced(
+        self, key: str, url: str, claimed: list[tuple[tuple[str, int, int], _Flight[bytes]]]
+    ) -> None:
+        """Fetch the claimed spans in one request and settle each; abandon them on failure."""
+        first, last = claimed[0][0][1], claimed[-1][0][2]
+        try:
+            try:
+                data = await self._attempts(
+                    key, url, lambda: self._checked_range(key, url, first, last), "prefetch failed"
+                )
+            finally:
+                self._in_flight_bytes -= last - first
+            for cache_key, flight in claimed:
+                _, start, end = cache_key
+                value = data[start - first : end - first]
+                self._cache.put(cache_key, value, reserve=self._in_flight_bytes)
+                self._fetches.settle(cache_key, flight, value)
+        finally:
+            self._release(claimed, 0)  # abandons whatever was not settled
+
+    def _release(
+        self, claimed: list[tuple[tuple[str, int, int], _Flight[bytes]]], in_flight: int
+    ) -> None:
+        self._in_flight_bytes -= in_flight
+        for cache_key, flight in claimed:
+            self._fetches.abandon(cache_key, flight)
 
     async def _read_blocks(
         self, key: str, url: str, base: int, total: int, offset: int, end: int
@@ -198,7 +421,9 @@ class Reader:
             pieces.append(piece[max(offset - start, 0) : end - start])
         return b"".join(pieces)
 
-    async def _fetch(self, key: str, url: str, start: int, end: int) -> bytes:
+    async def _fetch(
+        self, key: str, url: str, start: int, end: int, *, background: bool = False
+    ) -> bytes:
         cache_key = (url, start, end)
         cached = self._cache.get(cache_key)
         if cached is not None:
@@ -217,7 +442,7 @@ class Reader:
             self._cache.put(cache_key, data, reserve=self._in_flight_bytes)
             return data
 
-        return await self._fetches.run(cache_key, fetch)
+        return await self._fetches.run(cache_key, fetch, share_errors=not background)
 
     async def _checked_range(self, key: str, url: str, start: int, end: int) -> bytes:
         """Fetch ``[start, end)`` and insist on exactly that many bytes."""
@@ -285,7 +510,18 @@ class Reader:
             self._cache.statistics().hits,
             self._retries,
             self._errors,
+            self._prefetches,
+            self._bytes_prefetched,
         )
+
+
+@dataclass(slots=True)
+class _Stream:
+    """Where the last read of a large reference ended, its block and the prefetch window."""
+
+    next: int
+    block: int
+    window: int
 
 
 def _target_error(key: str, url: str, what: str, remote: RemoteError) -> TargetError:

@@ -5,27 +5,36 @@ from __future__ import annotations
 import gc
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from refmount.errors import ReferenceFormatError
 from refmount.formats.json_v0 import load_v0
 from refmount.formats.json_v1 import load_v1
 from refmount.formats.options import LoadOptions
 from refmount.formats.sniff import decompress, is_parquet_data
-from refmount.formats.values import OnInvalid, describe
+from refmount.formats.values import CompactReferences, OnInvalid, describe
 from refmount.model import ChunkGrid, Reference, ReferenceSource
 
 logger = logging.getLogger(__name__)
 
 
 class JsonReferenceSet:
-    """The references of a JSON file: every key is explicit, and there are no chunk grids."""
+    """The references of a JSON file: every key is explicit, and there are no chunk grids.
+
+    The references are kept in a frozen ``CompactReferences``: a few arrays, not one Python
+    object per key; ``get`` builds the ``Reference`` it returns.
+    """
 
     __slots__ = ("_refs", "_source")
 
-    def __init__(self, source: str, refs: dict[str, Reference]) -> None:
+    def __init__(self, source: str, refs: Mapping[str, Reference]) -> None:
         self._source = source
-        self._refs = refs
+        if not isinstance(refs, CompactReferences):
+            compact = CompactReferences()
+            for key, reference in refs.items():
+                compact.put(key, reference)
+            refs = compact
+        self._refs = refs.freeze()
 
     @property
     def source(self) -> str:
@@ -78,16 +87,32 @@ def load_json(source: ReferenceSource, options: LoadOptions) -> JsonReferenceSet
     collecting = gc.isenabled()
     gc.disable()
     try:
-        document = parse_json(data, url)
-        del data
+        text = decode_json(data, url)
+        del data  # (the text and the parsed document are big enough at once)
+        document = parse_json(text, url)
+        del text
         refs = load_document(document, url, source.base_url, options, consume=True)
+        del document
+        references = JsonReferenceSet(url, refs)
     finally:
         if collecting:
             gc.enable()
-    return JsonReferenceSet(url, refs)
+    return references
 
 
-def parse_json(data: bytes, source: str) -> object:
+def decode_json(data: bytes, source: str) -> str:
+    """Return the text of a JSON document as ``json.loads`` decodes it (UTF-8, -16 or -32).
+
+    Raises ``ReferenceFormatError`` for bytes that are not valid in that encoding.
+    """
+    try:
+        return data.decode(json.detect_encoding(data), "surrogatepass")
+    except UnicodeDecodeError as exc:
+        problem = f"not valid UTF-8: {exc.reason} at byte {exc.start}"
+    raise ReferenceFormatError(source, None, problem)
+
+
+def parse_json(data: bytes | str, source: str) -> object:
     """Return the parsed JSON document, or raise ``ReferenceFormatError`` saying where it breaks."""
     try:
         return json.loads(data)
@@ -108,7 +133,7 @@ def load_document(
     base_url: str,
     options: LoadOptions,
     consume: bool = False,
-) -> dict[str, Reference]:
+) -> CompactReferences:
     """Return the references of a parsed JSON document, dispatching on its ``version``.
 
     No ``version`` means Version 0; ``1`` (or ``1.0``) means Version 1; anything else,

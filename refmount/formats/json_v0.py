@@ -7,8 +7,7 @@ from collections.abc import Iterator
 
 from refmount.errors import ReferenceFormatError
 from refmount.formats.options import PROGRESS_STEP, LoadOptions, Progress
-from refmount.formats.values import OnInvalid, ValueParser
-from refmount.model import Reference
+from refmount.formats.values import CompactReferences, OnInvalid, ValueParser
 
 
 def parse_refs(
@@ -17,8 +16,8 @@ def parse_refs(
     on_invalid: OnInvalid | None,
     consume: bool = False,
     progress: Progress | None = None,
-) -> dict[str, Reference]:
-    """Return the references of a ``refs`` mapping, in its order.
+) -> CompactReferences:
+    """Return the references of a ``refs`` mapping, in its order, stored compactly.
 
     A malformed value raises ``ReferenceFormatError``, or, when ``on_invalid`` is given, is
     handed to it and left out. With ``consume``, each value of ``refs`` is replaced by
@@ -26,7 +25,7 @@ def parse_refs(
     million-key file otherwise leaves the process noticeably bigger). ``progress`` is told
     ``(keys read, total)`` after every ``PROGRESS_STEP`` keys and at the end.
     """
-    out: dict[str, Reference] = {}
+    out = CompactReferences(unique_keys=True)  # the keys of one JSON object
     total = len(refs)
     if progress is None:
         _parse_items(iter(refs.items()), refs, out, parser, on_invalid, consume)
@@ -44,17 +43,17 @@ def parse_refs(
 def _parse_items(
     items: Iterator[tuple[str, object]],
     refs: dict[str, object],
-    out: dict[str, Reference],
+    out: CompactReferences,
     parser: ValueParser,
     on_invalid: OnInvalid | None,
     consume: bool,
 ) -> None:
-    parse = parser.parse
+    parse_into = parser.parse_into
     for key, value in items:
         if consume:
             refs[key] = None
         try:
-            out[key] = parse(key, value)
+            parse_into(key, value, out)
         except ReferenceFormatError as exc:
             if on_invalid is None:
                 raise
@@ -68,7 +67,7 @@ def load_v0(
     options: LoadOptions,
     on_invalid: OnInvalid | None = None,
     consume: bool = False,
-) -> dict[str, Reference]:
+) -> CompactReferences:
     """Return the references of a Version 0 document (every top-level item is a key).
 
     ``consume`` empties the document's values as they are read (see ``parse_refs``).

@@ -10,8 +10,14 @@ from refmount.errors import ReferenceFormatError
 from refmount.formats.json_v0 import parse_refs
 from refmount.formats.options import LoadOptions
 from refmount.formats.templates import Templates
-from refmount.formats.values import OnInvalid, ValueParser, describe
-from refmount.model import Reference, Whole
+from refmount.formats.values import (
+    CompactReferences,
+    OnInvalid,
+    ValueParser,
+    check_range,
+    describe,
+)
+from refmount.model import Whole
 
 _T = TypeVar("_T")
 
@@ -26,7 +32,7 @@ def load_v1(
     options: LoadOptions,
     on_invalid: OnInvalid | None = None,
     consume: bool = False,
-) -> dict[str, Reference]:
+) -> CompactReferences:
     """Return the references of a Version 1 document.
 
     ``refs`` values are read as in Version 0, except that list URLs containing ``{{`` are
@@ -41,7 +47,10 @@ def load_v1(
     parser = ValueParser(source, base_url, options, render=templates.render)
     raw_refs = _member(document, "refs", dict, {}, "an object", source)
     refs = parse_refs(raw_refs, parser, on_invalid, consume, options.progress)
-    for index, item in enumerate(_member(document, "gen", list, [], "a list", source)):
+    gen = _member(document, "gen", list, [], "a list", source)
+    if gen:
+        refs.expect_duplicates()  # generated keys replace refs keys of the same name
+    for index, item in enumerate(gen):
         GenItem(index, templates, parser).expand(item, refs)
     return refs
 
@@ -60,7 +69,7 @@ class GenItem:
         """Return the error to raise for this item (and the generated ``key``, if known)."""
         return self._parser.error(key, f"{self._where}: {problem}")
 
-    def expand(self, item: object, out: dict[str, Reference]) -> None:
+    def expand(self, item: object, out: CompactReferences) -> None:
         """Add the references that ``item`` generates to ``out``, replacing keys already there.
 
         Dimensions are combined as a Cartesian product in their order, the first varying
@@ -106,7 +115,7 @@ class GenItem:
                 raise self.error(f"the url {url_text!r} renders as an empty string", key)
             resolved = parser.rendered_url(key, url)
             if not ranged:
-                out[key] = Whole(resolved)
+                out.put(key, Whole(resolved))
                 continue
             offset = offset_constant
             if offset is None:
@@ -114,10 +123,10 @@ class GenItem:
             length = length_constant
             if length is None:
                 length = self._integer(length_value, "length", key, variables)
-            try:
-                out[key] = parser.range(key, resolved, offset, length)
-            except ReferenceFormatError as exc:
-                raise self.error(exc.problem, key) from None
+            problem = check_range(offset, length)
+            if problem is not None:
+                raise self.error(problem, key)
+            out.put_range(key, resolved, offset, length)
 
     def _render(
         self, key: str | None, text: str, variables: Mapping[str, object], field: str

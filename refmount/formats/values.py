@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
+import itertools
 import json
 import sys
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterator, Mapping
 
 from refmount.errors import ReferenceFormatError
 from refmount.formats.options import LoadOptions
@@ -80,6 +83,207 @@ def check_range(offset: int, length: int) -> str | None:
     return None
 
 
+_RANGE = 1
+_WHOLE = 2
+_INLINE = 3
+
+
+class CompactReferences(Mapping[str, Reference]):
+    """References stored as a few flat arrays; ``Reference`` objects are made on demand.
+
+    While it is being filled, a dict maps each key to its slot (so a key given again keeps
+    its first position and takes the last value, as a JSON object does); with
+    ``unique_keys`` (the keys of one parsed JSON object) that dict is only made if
+    ``expect_duplicates`` asks for it. ``freeze`` drops it: the keys are then kept UTF-8
+    encoded in one blob, in order, and found by a binary search over a sorted permutation.
+    A slot holds a kind byte, a URL number (into a table of distinct URLs) and two 64-bit
+    integers: offset and length of a range, or the position and size of an inline value in
+    a second blob. A million ``[url, offset, length]`` keys cost about 50 bytes each instead
+    of several hundred as Python objects.
+    """
+
+    __slots__ = (
+        "_frozen",
+        "_hint",
+        "_inline",
+        "_key_blob",
+        "_key_ends",
+        "_keys",
+        "_kinds",
+        "_lengths",
+        "_offsets",
+        "_order",
+        "_slots",
+        "_url_ids",
+        "_url_table",
+        "_urls",
+    )
+
+    def __init__(self, unique_keys: bool = False) -> None:
+        self._keys: list[str] = []
+        self._slots: dict[str, int] | None = None if unique_keys else {}
+        self._frozen = False
+        self._hint = -1
+        self._kinds = bytearray()
+        self._urls = array("l")
+        self._offsets = array("q")
+        self._lengths = array("q")
+        self._inline = bytearray()
+        self._url_table: list[str] = []
+        self._url_ids: dict[str, int] = {}
+        self._key_blob = b""
+        self._key_ends = array("q")
+        self._order: array[int] | None = None
+
+    # ----------------------------------------------------------------- filling
+
+    def _url_id(self, url: str) -> int:
+        known = self._url_ids.get(url)
+        if known is None:
+            known = self._url_ids[url] = len(self._url_table)
+            self._url_table.append(url)
+        return known
+
+    def _store(self, key: str, kind: int, url: int, offset: int, length: int) -> None:
+        if self._frozen:
+            raise RuntimeError("the references are frozen")
+        slots = self._slots
+        slot = None if slots is None else slots.get(key)
+        if slot is None:
+            if slots is not None:
+                slots[key] = len(self._keys)
+            self._keys.append(key)
+            self._kinds.append(kind)
+            self._urls.append(url)
+            self._offsets.append(offset)
+            self._lengths.append(length)
+        else:
+            self._kinds[slot] = kind
+            self._urls[slot] = url
+            self._offsets[slot] = offset
+            self._lengths[slot] = length
+
+    def expect_duplicates(self) -> None:
+        """Make the key-to-slot dict, so that keys stored from now on replace earlier ones."""
+        if self._slots is None and not self._frozen:
+            self._slots = {key: slot for slot, key in enumerate(self._keys)}
+
+    def put_range(self, key: str, url: str, offset: int, length: int) -> None:
+        """Store ``Range(url, offset, length)`` under ``key`` (numbers already checked)."""
+        url_id = self._url_ids.get(url)
+        if url_id is None:
+            url_id = self._url_id(url)
+        self._store(key, _RANGE, url_id, offset, length)
+
+    def put(self, key: str, reference: Reference) -> None:
+        """Store ``reference`` under ``key``, replacing any value it had."""
+        match reference:
+            case Range(url, offset, length):
+                self.put_range(key, url, offset, length)
+            case Whole(url):
+                self._store(key, _WHOLE, self._url_id(url), 0, 0)
+            case Inline(data):
+                start = len(self._inline)
+                self._inline += data
+                self._store(key, _INLINE, 0, start, len(data))
+
+    def __setitem__(self, key: str, reference: Reference) -> None:
+        """Store ``reference`` under ``key`` (``put`` as an item assignment)."""
+        self.put(key, reference)
+
+    def freeze(self) -> CompactReferences:
+        """Drop the per-key Python objects; no more keys can be added. Returns ``self``."""
+        if self._frozen:
+            return self
+        keys = self._keys
+        ends = array("q")
+        blob = bytearray()
+        for key in keys:
+            blob += key.encode("utf-8", "surrogatepass")
+            ends.append(len(blob))
+        self._key_blob = bytes(blob)
+        del blob
+        self._key_ends = ends
+        if any(a >= b for a, b in itertools.pairwise(keys)):
+            # UTF-8 bytes sort like the code points they encode, so the order holds for both.
+            self._order = array("l", sorted(range(len(keys)), key=keys.__getitem__))
+        self._keys = []
+        self._slots = None
+        self._url_ids = {}
+        self._frozen = True
+        return self
+
+    # ----------------------------------------------------------------- reading
+
+    def _key_bytes(self, slot: int) -> bytes:
+        ends = self._key_ends
+        return self._key_blob[ends[slot - 1] if slot else 0 : ends[slot]]
+
+    def _slot(self, key: str) -> int | None:
+        if not self._frozen:
+            self.expect_duplicates()
+            assert self._slots is not None
+            return self._slots.get(key)
+        try:
+            wanted = key.encode("utf-8", "surrogatepass")
+        except UnicodeEncodeError:
+            return None
+        count = len(self._key_ends)
+        hint = self._hint + 1  # callers often walk the keys in order (a benign race if not)
+        if hint < count and self._key_bytes(hint) == wanted:
+            self._hint = hint
+            return hint
+        order = self._order
+        if order is None:
+            position = bisect.bisect_left(range(count), wanted, key=self._key_bytes)
+            slot = position
+        else:
+            position = bisect.bisect_left(order, wanted, key=self._key_bytes)
+            slot = order[position] if position < count else -1
+        if position < count and self._key_bytes(slot) == wanted:
+            self._hint = slot
+            return slot
+        return None
+
+    def reference(self, slot: int) -> Reference:
+        """Return the reference stored in ``slot``."""
+        kind = self._kinds[slot]
+        if kind == _RANGE:
+            url = self._url_table[self._urls[slot]]
+            return Range(url, self._offsets[slot], self._lengths[slot])
+        if kind == _WHOLE:
+            return Whole(self._url_table[self._urls[slot]])
+        start = self._offsets[slot]
+        return Inline(bytes(self._inline[start : start + self._lengths[slot]]))
+
+    def get(self, key: str, default: object = None) -> Reference | None:  # type: ignore[override]
+        """Return the reference of ``key``, or ``None``."""
+        slot = self._slot(key)
+        return None if slot is None else self.reference(slot)
+
+    def __getitem__(self, key: str) -> Reference:
+        slot = self._slot(key)
+        if slot is None:
+            raise KeyError(key)
+        return self.reference(slot)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._slot(key) is not None
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def __iter__(self) -> Iterator[str]:
+        if not self._frozen:
+            yield from self._keys
+            return
+        blob = self._key_blob
+        start = 0
+        for end in self._key_ends:
+            yield blob[start:end].decode("utf-8", "surrogatepass")
+            start = end
+
+
 class ValueParser:
     """Turns the ``refs`` values of one reference file into references.
 
@@ -136,6 +340,25 @@ class ValueParser:
                     resolved = self._new_url(key, url)
                 return Range(resolved, offset, length)
         return self._parse(key, value)
+
+    def parse_into(self, key: str, value: object, out: CompactReferences) -> None:
+        """Store the reference that ``value`` describes in ``out``, or raise as ``parse`` does."""
+        if type(value) is list and len(value) == 3:
+            url, offset, length = value
+            if (
+                type(url) is str
+                and type(offset) is int
+                and type(length) is int
+                and offset >= 0
+                and length >= 0
+                and offset + length <= MAX_OFFSET
+            ):
+                resolved = self._urls.get(url)
+                if resolved is None:
+                    resolved = self._new_url(key, url)
+                out.put_range(key, resolved, offset, length)
+                return
+        out.put(key, self._parse(key, value))
 
     def _parse(self, key: str, value: object) -> Reference:
         if isinstance(value, list):

@@ -46,3 +46,12 @@ def test_replacing_a_key_does_not_double_count() -> None:
     cache.discard("a")
     cache.discard("a")
     assert cache.size == 0
+
+
+def test_membership_does_not_count_as_a_hit_or_a_miss() -> None:
+    cache = ByteCache(100)
+    cache.put("a", b"xyz")
+    assert "a" in cache
+    assert "b" not in cache
+    stats = cache.statistics()
+    assert (stats.hits, stats.misses) == (0, 0)

@@ -14,6 +14,7 @@ import pytest
 from refmount import cli
 from refmount.cli import ProgressReporter, build_parser, main, parse_args, split_options
 from refmount.config import GIB, MIB
+from refmount.kernel import KernelTuning
 
 
 def test_split_options_keeps_json_together() -> None:
@@ -330,3 +331,42 @@ def test_bad_roots_ids_and_masks_exit_2(
         parse_args([*option, "refs.json", str(tmp_path)])
     assert caught.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("refmount: error:")
+
+
+# ---------------------------------------------------------------------- kernel tuning
+
+
+def test_kernel_tuning_is_off_by_default(tmp_path: Path) -> None:
+    _, args = parse_args(["refs.json", str(tmp_path)])
+    assert args.kernel_tuning is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--tune-kernel"], ["-o", "tune_kernel"], ["-o", "ro,tune_kernel,allow_other"]],
+)
+def test_tune_kernel_flag_and_option(tmp_path: Path, argv: list[str]) -> None:
+    config, args = parse_args([*argv, "refs.json", str(tmp_path)])
+    assert args.kernel_tuning == KernelTuning()
+    assert "tune_kernel" not in config.fuse_options  # not passed to the kernel as a FUSE option
+
+
+@pytest.mark.parametrize(
+    ("argv", "kb"),
+    [(["-o", "tune_read_ahead=4M"], 4096), (["--tune-read-ahead", "64M", "--tune-kernel"], 65536)],
+)
+def test_tune_read_ahead_sets_the_size_and_implies_tuning(
+    tmp_path: Path, argv: list[str], kb: int
+) -> None:
+    _, args = parse_args([*argv, "refs.json", str(tmp_path)])
+    assert args.kernel_tuning == KernelTuning(read_ahead_kb=kb)
+
+
+@pytest.mark.parametrize(("size", "words"), [("lots", "not a size"), ("512", "at least 1K")])
+def test_bad_tune_read_ahead_is_a_usage_error(
+    tmp_path: Path, size: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_args(["-o", f"tune_read_ahead={size}", "refs.json", str(tmp_path)])
+    assert caught.value.code == 2
+    assert words in capsys.readouterr().err

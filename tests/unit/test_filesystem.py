@@ -6,14 +6,18 @@ import errno
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
+import trio
+import trio.testing
 
-from refmount.config import ReadConfig
+from refmount.config import ReadConfig, RetryConfig
 from refmount.errors import (
     FilesystemError,
     ReferenceFormatError,
     TargetAccessError,
+    TargetError,
     TargetReadError,
 )
 from refmount.filesystem import READDIR_BATCH, Owner, RefFilesystem
@@ -369,3 +373,209 @@ async def test_a_chunk_whose_target_is_refused_cannot_be_opened() -> None:
     assert not any(url == "mem://secret" for url, _, _ in target.ranges)
     # explicit keys were checked when the set was loaded (daemon.check_local_targets)
     assert await read_all(fs, "plain") == b"no"
+
+
+# ---------------------------------------------------------------------- neighbour prefetch
+
+CHUNK = 1000
+CHUNKS = 12
+OBJECT = bytes(range(251)) * 48  # 12048 bytes: every chunk's bytes differ from its neighbours'
+
+
+def chunked_fs(
+    target: MemoryTarget | None = None, **config: int
+) -> tuple[RefFilesystem, MemoryTarget, Reader]:
+    """Chunks ``x/0`` … ``x/11`` of one object, back to back (names sort as 0, 1, 10, 11, 2…)."""
+    refs = DictReferences(
+        explicit={f"x/{i}": Range("mem://o", i * CHUNK, CHUNK) for i in range(CHUNKS)}
+    )
+    target = target or MemoryTarget(objects={"mem://o": OBJECT})
+    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
+    settings = {"neighbour_bytes": 4 * CHUNK, "neighbour_gap": 100, **config}
+    reader = Reader(target, ReadConfig(**settings), RetryConfig(retries=0))
+    fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
+    return fs, target, reader
+
+
+async def read_chunk(fs: RefFilesystem, number: int, *, settle: bool = True) -> bytes:
+    """Open ``x/<number>``, read it in 300-byte pieces like the kernel would, and close it;
+    then (``settle``) let the background work started meanwhile run until it waits."""
+    handle = await fs.open(await path_inode(fs, f"x/{number}"), os.O_RDONLY)
+    try:
+        pieces = [await fs.read(handle, offset, 300) for offset in range(0, CHUNK, 300)]
+    finally:
+        fs.release(handle)
+    if settle:
+        await trio.testing.wait_all_tasks_blocked()
+    return b"".join(pieces)
+
+
+def expected(number: int) -> bytes:
+    return OBJECT[number * CHUNK : (number + 1) * CHUNK]
+
+
+def spans(target: MemoryTarget) -> list[tuple[int, int]]:
+    return [(start, end) for _, start, end in target.ranges]
+
+
+async def test_without_a_nursery_each_chunk_is_one_request() -> None:
+    fs, target, _ = chunked_fs()
+    for number in range(CHUNKS):
+        assert await read_chunk(fs, number) == expected(number)
+    assert spans(target) == [(i * CHUNK, (i + 1) * CHUNK) for i in range(CHUNKS)]
+
+
+async def test_in_order_chunks_of_one_object_are_fetched_together() -> None:
+    fs, target, reader = chunked_fs()
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        for number in range(CHUNKS):
+            assert await read_chunk(fs, number) == expected(number)
+        # x/0 alone (nothing says "in order" yet); from x/1 on, 4 chunks (the limit) per
+        # request, the next one sent when less than half of the limit is left ahead.
+        assert spans(target) == [(0, 1000), (1000, 5000), (5000, 9000), (9000, 12000)]
+        for number in range(CHUNKS):  # a re-read is served from the cache
+            assert await read_chunk(fs, number) == expected(number)
+        assert len(target.ranges) == 4
+        assert reader.statistics().prefetches == 3
+        nursery.cancel_scope.cancel()
+
+
+async def test_random_order_prefetches_nothing() -> None:
+    fs, target, reader = chunked_fs()
+    order = [5, 2, 9, 0, 7, 3, 11, 1, 6, 10, 4, 8]
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        for number in order:
+            assert await read_chunk(fs, number) == expected(number)
+        nursery.cancel_scope.cancel()
+    assert spans(target) == [(i * CHUNK, (i + 1) * CHUNK) for i in order]
+    assert reader.statistics().prefetches == 0
+
+
+async def test_a_read_of_a_chunk_being_prefetched_waits_for_it() -> None:
+    fs, target, reader = chunked_fs()
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        assert await read_chunk(fs, 0) == expected(0)
+        target.gate = gate = trio.Event()
+        handle = await fs.open(await path_inode(fs, "x/1"), os.O_RDONLY)  # starts x/1..x/4
+        await trio.testing.wait_all_tasks_blocked()
+        assert spans(target) == [(0, 1000), (1000, 5000)]
+        results: dict[int, bytes] = {}
+
+        async def read(number: int) -> None:
+            results[number] = await read_chunk(fs, number, settle=False)
+
+        async def read_one() -> None:
+            results[1] = b"".join([await fs.read(handle, 0, 500), await fs.read(handle, 500, 500)])
+
+        nursery.start_soon(read, 3)
+        nursery.start_soon(read_one)
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(target.ranges) == 2  # neither read sent a request of its own
+        gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert results == {1: expected(1), 3: expected(3)}
+        assert len(target.ranges) == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_chunk_already_being_fetched_is_not_fetched_again() -> None:
+    fs, target, reader = chunked_fs()
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        assert await read_chunk(fs, 0) == expected(0)
+        target.gate = gate = trio.Event()
+        result: list[bytes] = []
+
+        async def read_three() -> None:
+            result.append(await read_chunk(fs, 3, settle=False))
+
+        nursery.start_soon(read_three)  # x/3 alone: not in order after x/0
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+        target.gate = gate = trio.Event()
+        # x/0 again (already cached), then x/1: the run stops before x/3, in flight
+        assert await read_chunk(fs, 0) == expected(0)
+        handle = await fs.open(await path_inode(fs, "x/1"), os.O_RDONLY)
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+        assert await fs.read(handle, 0, CHUNK) == expected(1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert result == [expected(3)]
+        assert spans(target) == [(0, 1000), (3000, 4000), (1000, 3000)]
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("cache_size", "requests"),
+    [
+        (8 * CHUNK, [(0, 1000), (1000, 5000)]),  # room for the whole run
+        (4 * CHUNK, [(0, 1000), (1000, 3000)]),  # prefetch keeps to half the budget
+        (2 * CHUNK, [(0, 1000), (1000, 2000)]),  # no room for two: one request per chunk
+    ],
+)
+async def test_the_budget_shrinks_and_stops_coalescing(
+    cache_size: int, requests: list[tuple[int, int]]
+) -> None:
+    fs, target, reader = chunked_fs(cache_size=cache_size)
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        assert await read_chunk(fs, 0) == expected(0)
+        assert await read_chunk(fs, 1) == expected(1)
+        nursery.cancel_scope.cancel()
+    assert spans(target) == requests
+
+
+async def test_a_failed_coalesced_request_falls_back_to_single_ones() -> None:
+    fs, target, reader = chunked_fs()
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        assert await read_chunk(fs, 0) == expected(0)
+        target.flaky["mem://o"] = 1  # the coalesced request fails (no retries here)
+        assert await read_chunk(fs, 1) == expected(1)
+        assert spans(target) == [(0, 1000), (1000, 5000), (1000, 2000)]
+        assert reader.statistics().errors == 1  # counted, but no read saw it
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_short_coalesced_body_never_gives_wrong_bytes() -> None:
+    target = MemoryTarget(objects={"mem://o": OBJECT}, truncate={"mem://o": 2500})
+    fs, target, reader = chunked_fs(target)
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        assert await read_chunk(fs, 0) == expected(0)
+        assert await read_chunk(fs, 1) == expected(1)  # its own request, after the short one
+        assert spans(target)[:3] == [(0, 1000), (1000, 5000), (1000, 2000)]
+        with pytest.raises(TargetError):  # short: an error, as without prefetch
+            await read_chunk(fs, 2)
+        nursery.cancel_scope.cancel()
+
+
+async def test_files_opened_together_before_any_read_prefetch_nothing() -> None:
+    fs, target, reader = chunked_fs()
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        handles = [
+            await fs.open(await path_inode(fs, f"x/{i}"), os.O_RDONLY) for i in range(4)
+        ]  # like parallel readers: each open comes before the previous file was read
+        for number, handle in enumerate(handles):
+            assert await fs.read(handle, 0, CHUNK) == expected(number)
+        nursery.cancel_scope.cancel()
+    assert spans(target) == [(i * CHUNK, (i + 1) * CHUNK) for i in range(4)]
+
+
+async def test_local_files_are_not_coalesced(tmp_path: Path) -> None:
+    path = tmp_path / "o.bin"
+    target = MemoryTarget(objects={str(path): OBJECT})
+    refs = DictReferences(explicit={f"x/{i}": Range(str(path), i * CHUNK, CHUNK) for i in range(4)})
+    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
+    reader = Reader(target, ReadConfig(), RetryConfig(retries=0))
+    fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        for number in range(4):
+            assert await read_chunk(fs, number) == expected(number)
+        nursery.cancel_scope.cancel()
+    assert spans(target) == [(i * CHUNK, (i + 1) * CHUNK) for i in range(4)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 
 import pytest
 import trio
@@ -308,3 +309,120 @@ async def test_a_refused_target_is_eacces_and_never_retried() -> None:
         assert "/etc/shadow" in str(caught.value)
     assert len(target.ranges) == 1
     assert len(target.sizes) == 1
+
+
+# ---------------------------------------------------------------------- prefetch
+
+BIG = bytes(range(253)) * 130  # 32890 bytes: 33 blocks of 1 KiB, no two alike
+
+
+def blocks_requested(target: MemoryTarget) -> list[int]:
+    return sorted(start // 1024 for _, start, _ in target.ranges)
+
+
+async def read_block(reader: Reader, number: int, *, settle: bool = True) -> bytes:
+    data = await reader.read("big", Range("mem://big", 0, len(BIG)), number * 1024, 1024)
+    if settle:
+        await trio.testing.wait_all_tasks_blocked()
+    assert data == BIG[number * 1024 : (number + 1) * 1024]
+    return data
+
+
+def big_reader(**config: int) -> tuple[Reader, MemoryTarget]:
+    target = MemoryTarget(objects={"mem://big": BIG})
+    settings = {"whole_fetch_limit": 512, "block_size": 1024, **config}
+    return Reader(target, ReadConfig(**settings), RetryConfig(retries=0)), target
+
+
+async def test_the_block_window_grows_on_sequential_reads_and_resets_on_a_jump() -> None:
+    reader, target = big_reader(prefetch_blocks=8)
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        seen: list[list[int]] = []
+        for number in (0, 1, 2, 3, 4, 5, 20, 21, 22):
+            await read_block(reader, number)
+            seen.append(blocks_requested(target))
+        nursery.cancel_scope.cancel()
+    assert seen[0] == [0, 1]  # window 1
+    assert seen[1] == [0, 1, 2, 3]  # 2
+    assert seen[2] == list(range(7))  # 4: blocks 3 to 6
+    assert seen[3] == list(range(12))  # 8: blocks 4 to 11
+    assert seen[4] == list(range(13))  # 8 is the cap: one more
+    assert seen[5] == list(range(14))
+    assert seen[6] == [*range(14), 20]  # a jump: no prefetch, the window is reset
+    assert seen[7] == [*range(14), 20, 21, 22]  # window 1 again
+    assert seen[8] == [*range(14), 20, 21, 22, 23, 24]  # 2
+    assert len(target.ranges) == len(set(target.ranges))  # nothing fetched twice
+
+
+async def test_random_block_reads_prefetch_nothing() -> None:
+    reader, target = big_reader()
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        for number in (7, 2, 30, 12, 25):
+            await read_block(reader, number)
+        nursery.cancel_scope.cancel()
+    assert blocks_requested(target) == [2, 7, 12, 25, 30]
+
+
+async def test_block_prefetch_keeps_to_half_the_budget() -> None:
+    reader, target = big_reader(cache_size=3 * 1024)
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        for number in range(4):
+            await read_block(reader, number)
+        nursery.cancel_scope.cancel()
+    assert blocks_requested(target) == [0, 1, 2, 3, 4]  # one block ahead at most
+    reader, target = big_reader(cache_size=1024)
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        for number in range(4):
+            await read_block(reader, number)
+        nursery.cancel_scope.cancel()
+    assert blocks_requested(target) == [0, 1, 2, 3]  # no room: no prefetch
+
+
+async def test_a_failed_block_prefetch_never_reaches_the_read() -> None:
+    reader, target = big_reader()
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        await reader.read("big", Range("mem://big", 0, len(BIG)), 0, 1024)
+        target.flaky["mem://big"] = 1  # the prefetch of block 1 fails
+        await trio.testing.wait_all_tasks_blocked()
+        await read_block(reader, 1)  # fetched again, by the read itself
+        nursery.cancel_scope.cancel()
+    assert [start // 1024 for _, start, _ in target.ranges][:3] == [0, 1, 1]
+
+
+async def test_a_block_read_waits_for_its_prefetch_in_flight() -> None:
+    reader, target = big_reader()
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        await reader.read("big", Range("mem://big", 0, len(BIG)), 0, 1024)  # block 1 queued
+        target.gate = gate = trio.Event()
+        nursery.start_soon(functools.partial(read_block, reader, 1, settle=False))
+        await trio.testing.wait_all_tasks_blocked()
+        assert blocks_requested(target) == [0, 1]  # the read waits for the prefetch
+        gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert blocks_requested(target) == [0, 1, 2, 3]
+
+
+async def test_neighbour_spans_are_claimed_at_once_and_settled_from_one_request(
+    target: MemoryTarget,
+) -> None:
+    reader = reader_for(target, neighbour_bytes=4096)
+    spans = [(0, 1000), (1000, 2000), (2050, 3000), (3000, 3500), (3500, 5000)]
+    async with trio.open_nursery() as nursery:
+        assert reader.prefetch_neighbours("d", "mem://obj", spans) == 0  # no nursery: off
+        reader.start_background(nursery)
+        assert reader.prefetch_neighbours("d", "mem://obj", spans) == 3500  # 5000 is too far
+        await trio.testing.wait_all_tasks_blocked()
+        assert target.ranges == [("mem://obj", 0, 3500)]
+        for start, end in spans[:4]:  # cached under the keys reads use
+            ref = Range("mem://obj", start, end - start)
+            assert await reader.read("k", ref, 0, 4096) == DATA[start:end]
+        assert await reader.read("k", Range("mem://obj", 3500, 1500), 0, 4096) == DATA[3500:5000]
+        assert target.ranges[1:] == [("mem://obj", 3500, 5000)]
+        nursery.cancel_scope.cancel()

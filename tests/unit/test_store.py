@@ -190,13 +190,18 @@ async def test_cancelling_a_request_cancels_it_on_the_asyncio_side(
 
 
 async def test_requests_per_host_are_bounded(slow_fs: type[SlowAsyncFileSystem]) -> None:
-    slow_fs.delay = 0.1
+    slow_fs.delay = 2.0
     store = Store(connections_per_host=2)
     async with trio.open_nursery() as nursery:
         for i in range(6):
             nursery.start_soon(store.read_range, "slowtest://bucket/obj", i, i + 1)
-        await trio.sleep(0.05)
+        for _ in range(100):  # the first two reach fsspec's loop thread asynchronously
+            if slow_fs.started >= 2:
+                break
+            await trio.sleep(0.01)
+        await trio.sleep(0.2)  # time enough for a third to start, were it allowed to
         assert slow_fs.started == 2
+        nursery.cancel_scope.cancel()
 
 
 def test_reference_source_over_local_files(tmp_path: Path) -> None:

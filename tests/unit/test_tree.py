@@ -8,7 +8,14 @@ import pytest
 
 from refmount.errors import ReferenceFormatError
 from refmount.model import ROOT_INODE, ChunkGrid, Inode
-from refmount.tree import GridChunk, StaticFile, Tree, canonical_index, key_problem
+from refmount.tree import (
+    GridChunk,
+    NameTable,
+    StaticFile,
+    Tree,
+    canonical_index,
+    key_problem,
+)
 
 
 def names(tree: Tree, inode: Inode, start: int = 0) -> list[str]:
@@ -329,3 +336,25 @@ def test_grid_with_more_chunks_than_inodes_is_refused(caplog: pytest.LogCaptureF
     assert names(tree, walk(tree, "huge")) == [".zarray"]
     assert tree.file_source(walk(tree, "ok/1")) == GridChunk(1, 1)
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
+
+
+def test_name_table_gives_back_every_name() -> None:
+    names = ["", "", "a", "é", "ß", "☃" * 40, "z" * 255]
+    table = NameTable(names)
+    assert len(table) == len(names)
+    assert [table[i] for i in range(len(names))] == names
+    with pytest.raises(IndexError):
+        table[len(names)]
+
+
+def test_lookup_in_a_big_directory_finds_every_name() -> None:
+    keys = [f"d/{i}" for i in range(5000)]
+    tree = Tree.build(keys, source="refs.json")
+    directory = tree.lookup(ROOT_INODE, "d")
+    assert directory is not None
+    for key in keys:
+        child = tree.lookup(directory, key[2:])
+        assert child is not None
+        assert tree.path(child) == key
+    assert tree.lookup(directory, "5000") is None
+    assert tree.lookup(directory, "") is None

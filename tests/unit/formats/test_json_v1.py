@@ -40,7 +40,7 @@ SPEC_EXAMPLE: dict[str, Any] = {
 
 
 def expand(document: dict[str, Any], **options: Any) -> dict[str, Reference]:
-    return load_v1(document, SOURCE, "/refs", LoadOptions(**options))
+    return dict(load_v1(document, SOURCE, "/refs", LoadOptions(**options)))
 
 
 def v1(**members: Any) -> dict[str, Any]:

@@ -340,7 +340,7 @@ def test_inline_values_are_their_bytes(document: object) -> None:
         reference = references.get(key)
         value = document[key]
         if isinstance(value, str) and value.startswith("base64:"):
-            assert reference == Inline(base64.b64decode(value[len("base64:") :]))
+            assert reference == Inline(base64.b64decode(value[len("base64:") :].encode()))
         elif isinstance(value, str):
             assert reference == Inline(value.encode())
         elif isinstance(value, dict):

@@ -9,7 +9,13 @@ import pytest
 
 from refmount.errors import ReferenceFormatError
 from refmount.formats.options import LoadOptions
-from refmount.formats.values import ValueParser, describe, inline_object, inline_text
+from refmount.formats.values import (
+    CompactReferences,
+    ValueParser,
+    describe,
+    inline_object,
+    inline_text,
+)
 from refmount.model import Inline, Range, Reference, Whole
 
 SOURCE = "/refs/dir/refs.json"
@@ -245,3 +251,91 @@ def test_describe() -> None:
     assert describe([1, 2]) == "a list of 2 items"
     assert describe({}) == "an object"
     assert describe(b"x") == "bytes"
+
+
+# --- CompactReferences ---------------------------------------------------------------------
+
+
+def compact_examples() -> dict[str, Reference]:
+    return {
+        "z/1": Range("s3://b/k", 5, 10),
+        "a": Inline(b"hello"),
+        "é/ß": Whole("https://h/x"),
+        "\udc80odd": Inline(b""),  # a lone surrogate: kept by the loader, refused by the tree
+        "a/b": Range("s3://b/k", 2**62, 1),
+        "m": Inline(bytes(range(256))),
+    }
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_compact_references_give_back_what_was_stored(frozen: bool) -> None:
+    examples = compact_examples()
+    compact = CompactReferences()
+    for key, reference in examples.items():
+        compact.put(key, reference)
+    if frozen:
+        assert compact.freeze() is compact
+    assert list(compact) == list(examples)  # the order they were stored in
+    assert len(compact) == len(examples)
+    assert dict(compact) == examples
+    for key, reference in examples.items():
+        assert compact.get(key) == reference
+        assert key in compact
+    for missing in ("", "b", "z", "z/0", "z/10", "zz", "\uffff", "a/b/c", "\ud800"):
+        assert compact.get(missing) is None
+        assert missing not in compact
+    with pytest.raises(KeyError):
+        compact["nope"]
+
+
+def test_compact_references_share_one_url_string() -> None:
+    compact = CompactReferences(unique_keys=True)
+    url = "s3://bucket/" + "x" * 50
+    for index in range(100):
+        compact.put_range(f"k{index}", url, index, 1)
+    compact.freeze()
+    first, last = compact.get("k0"), compact.get("k99")
+    assert isinstance(first, Range)
+    assert isinstance(last, Range)
+    assert first.url is last.url
+    assert (last.offset, last.length) == (99, 1)
+
+
+def test_a_key_stored_again_keeps_its_place_and_takes_the_new_value() -> None:
+    compact = CompactReferences()
+    compact.put("b", Inline(b"1"))
+    compact.put("a", Inline(b"2"))
+    compact.put("b", Whole("/x"))
+    assert list(compact.freeze()) == ["b", "a"]
+    assert compact.get("b") == Whole("/x")
+
+
+def test_unique_keys_need_expect_duplicates_to_replace() -> None:
+    compact = CompactReferences(unique_keys=True)
+    compact.put("a", Inline(b"1"))
+    compact.put("b", Inline(b"2"))
+    compact.expect_duplicates()
+    compact.put("a", Inline(b"3"))
+    assert dict(compact.freeze()) == {"a": Inline(b"3"), "b": Inline(b"2")}
+
+
+def test_frozen_references_refuse_new_keys() -> None:
+    compact = CompactReferences().freeze()
+    assert len(compact) == 0
+    assert compact.get("a") is None
+    with pytest.raises(RuntimeError):
+        compact.put("a", Inline(b""))
+
+
+@pytest.mark.parametrize("sorted_keys", [True, False])
+def test_binary_search_over_sorted_and_unsorted_keys(sorted_keys: bool) -> None:
+    keys = [f"d/{i}" for i in range(1000)]
+    keys = sorted(keys) if sorted_keys else keys[::-1]
+    compact = CompactReferences(unique_keys=True)
+    for index, key in enumerate(keys):
+        compact.put_range(key, "/t", index, 1)
+    compact.freeze()
+    for index, key in enumerate(keys):
+        assert compact.get(key) == Range("/t", index, 1)
+    assert compact.get("d/1000") is None
+    assert compact.get("d/") is None

@@ -1,0 +1,119 @@
+"""Kernel-side tuning of a FUSE connection through sysfs, and handing freed heap back."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+SYSFS = Path("/sys")
+
+DEFAULT_READ_AHEAD_KB = 16384
+"""The readahead asked for by ``tune_kernel``: the kernel then sends 1 MiB READs, many at once."""
+
+
+@dataclass(frozen=True, slots=True)
+class KernelTuning:
+    """The values ``-o tune_kernel`` writes: the BDI readahead and the background request limits.
+
+    ``congestion_threshold`` should stay below ``max_background`` (the kernel stops issuing
+    readahead once that many background requests are queued); ¾ of it is the kernel's ratio.
+    """
+
+    read_ahead_kb: int = DEFAULT_READ_AHEAD_KB
+    max_background: int = 64
+    congestion_threshold: int = 48
+
+
+@dataclass(frozen=True, slots=True)
+class Knob:
+    """One sysfs value of a FUSE connection, before and after tuning."""
+
+    name: str
+    path: Path
+    before: int
+    after: int
+
+
+class TuningError(Exception):
+    """A knob could not be read or written; the message says which and why."""
+
+
+def knob_paths(device: int, sysfs: Path = SYSFS) -> dict[str, Path]:
+    """Return the sysfs files of the FUSE connection whose mount has device number ``device``.
+
+    The control directory is named by the connection's device number (the minor, as FUSE
+    mounts have major 0) and the backing device by ``major:minor``.
+    """
+    major, minor = os.major(device), os.minor(device)
+    connection = sysfs / "fs" / "fuse" / "connections" / str(os.makedev(major, minor))
+    return {
+        "read_ahead_kb": sysfs / "class" / "bdi" / f"{major}:{minor}" / "read_ahead_kb",
+        "max_background": connection / "max_background",
+        "congestion_threshold": connection / "congestion_threshold",
+    }
+
+
+FUSECTL_HINT = "is the fusectl filesystem mounted? mount -t fusectl none /sys/fs/fuse/connections"
+
+
+def _read(path: Path) -> int:
+    try:
+        return int(path.read_text().strip())
+    except FileNotFoundError:
+        hint = ""
+        connections = path.parent.parent
+        if connections.name == "connections" and not any(connections.glob("*")):
+            hint = f" ({FUSECTL_HINT})"
+        raise TuningError(f"{path} does not exist{hint}") from None
+    except (OSError, ValueError) as error:
+        raise TuningError(f"cannot read {path}: {error}") from None
+
+
+def _write(path: Path, value: int) -> None:
+    try:
+        path.write_text(f"{value}\n")
+    except PermissionError:
+        raise TuningError(f"cannot write {path}: permission denied (root only)") from None
+    except OSError as error:
+        raise TuningError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+def tune_connection(device: int, tuning: KernelTuning, sysfs: Path = SYSFS) -> list[Knob]:
+    """Set the knobs of the FUSE connection of ``device``; return them before and after.
+
+    Every file is read first, so a missing one changes nothing. ``max_background`` is written
+    before ``congestion_threshold``, which should not exceed it. Raises ``TuningError``.
+    """
+    paths = knob_paths(device, sysfs)
+    wanted = {
+        "max_background": tuning.max_background,
+        "congestion_threshold": tuning.congestion_threshold,
+        "read_ahead_kb": tuning.read_ahead_kb,
+    }
+    before = {name: _read(paths[name]) for name in wanted}
+    for name, value in wanted.items():
+        if before[name] != value:
+            _write(paths[name], value)
+    return [Knob(name, paths[name], before[name], _read(paths[name])) for name in wanted]
+
+
+def describe(knobs: list[Knob]) -> str:
+    """Return ``name before → after`` for each knob, comma-separated, for the log."""
+    return ", ".join(f"{knob.name} {knob.before} → {knob.after}" for knob in knobs)
+
+
+def trim_heap() -> None:
+    """Ask the C library to return freed heap pages to the system (glibc only; else nothing).
+
+    Loading a big reference set frees hundreds of megabytes of small objects; without this,
+    much of it stays in the process's resident set.
+    """
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    malloc_trim.argtypes = [ctypes.c_size_t]
+    malloc_trim.restype = ctypes.c_int
+    malloc_trim(0)
