@@ -22,6 +22,7 @@ import pytest
 import zstandard
 
 from refmount import cli, daemon
+from tests.integration.datasets import zarray as uncompressed_zarray
 from tests.integration.mounting import (
     Mount,
     is_mounted,
@@ -209,16 +210,7 @@ JSON_CASES = [
 
 
 def zarray(shape: list[int], chunks: list[int]) -> dict[str, Any]:
-    return {
-        "chunks": chunks,
-        "compressor": None,
-        "dtype": "|u1",
-        "fill_value": 0,
-        "filters": None,
-        "order": "C",
-        "shape": shape,
-        "zarr_format": 2,
-    }
+    return uncompressed_zarray(shape, chunks, dtype="|u1")
 
 
 def record_table(
