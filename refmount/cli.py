@@ -85,7 +85,7 @@ given the same way, which is what /etc/fstab needs:
   cache_size=SIZE  remote_protocol=P  remote_options=JSON  target_options=JSON
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
-  uid=N  gid=N  umask=MASK  no_pin  tune_kernel  tune_read_ahead=SIZE
+  uid=N  gid=N  umask=MASK  no_pin  tune_kernel  tune_read_ahead=SIZE  xattr
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
 default_permissions is always on: the kernel enforces the modes (0444 files, 0555
@@ -205,6 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="the readahead --tune-kernel sets, e.g. 4M, 64M (implies --tune-kernel)",
     )
+    parser.add_argument(
+        "--xattr",
+        action="store_true",
+        help="give every file the extended attributes user.refmount.{kind,url,offset,length}; "
+        "off by default, because it makes the kernel ask the daemon about ACL and "
+        "security attributes once per file (ls -l on a big directory gets several times "
+        "slower)",
+    )
     parser.add_argument("--version", action="version", version=f"refmount {__version__}")
     return parser
 
@@ -263,6 +271,7 @@ _OWN_OPTIONS = frozenset(
         "no_pin",
         "tune_kernel",
         "tune_read_ahead",
+        "xattr",
     }
 )
 """refmount options that ``-o name=value`` may set, named like their command-line flags."""
@@ -338,6 +347,7 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             gid=None if args.gid is None else _id("gid", args.gid, grp.getgrnam),
             umask=None if args.umask is None else parse_umask(str(args.umask)),
             pin_versions=not args.no_pin,
+            xattrs=bool(args.xattr),
         )
         args.kernel_tuning = kernel_tuning(args)
     except ValueError as error:
@@ -686,15 +696,16 @@ def check_main(argv: Sequence[str]) -> int:
 STATS_DESCRIPTION = """\
 Show the counters and latencies of a mounted refmount: requests, errors and latency
 percentiles per FUSE operation, reads, bytes served, target fetches, cache hits, retries.
-They are read from the mount root's extended attribute user.refmount.stats (a JSON
-snapshot), so no network port is involved: getfattr -n user.refmount.stats MOUNTPOINT
-shows the same. exit status: 0 shown, 1 MOUNTPOINT is not a refmount mount.
+They are read from the file .refmount-stats in the mount's root (a JSON snapshot taken
+when it is opened; the file is not listed), so no network port is involved:
+cat MOUNTPOINT/.refmount-stats shows the same. exit status: 0 shown, 1 MOUNTPOINT is not a
+refmount mount.
 """
 
 
 def stats_main(argv: Sequence[str]) -> int:
     """Run ``refmount stats``; return 0, or 1 when MOUNTPOINT is not a refmount mount."""
-    from refmount.stats import STATS_XATTR, format_snapshot
+    from refmount.stats import STATS_FILE, format_snapshot
 
     parser = argparse.ArgumentParser(
         prog="refmount stats",
@@ -706,10 +717,13 @@ def stats_main(argv: Sequence[str]) -> int:
     args = parser.parse_args(argv)
     mountpoint: Path = args.mountpoint
     try:
-        raw = os.getxattr(mountpoint, STATS_XATTR)
+        raw = (mountpoint / STATS_FILE).read_bytes()
         snapshot = json.loads(raw)
-        if not isinstance(snapshot, dict):
-            raise ValueError("not a JSON object")
+        if not isinstance(snapshot, dict) or "operations" not in snapshot:
+            raise ValueError(
+                f"{STATS_FILE} is not refmount's statistics (the reference set has a key "
+                "of that name, which hides them)"
+            )
     except OSError as error:
         print(f"refmount: error: {_stats_problem(mountpoint, error)}", file=sys.stderr)
         return EXIT_FAILURE
@@ -725,20 +739,20 @@ def stats_main(argv: Sequence[str]) -> int:
 
 def _stats_problem(mountpoint: Path, error: OSError) -> str:
     """Explain why ``mountpoint`` has no statistics to show."""
-    from refmount.stats import STATS_XATTR
+    from refmount.stats import STATS_FILE
 
-    if error.errno == errno.ENOENT:
-        return f"{mountpoint} does not exist"
     if error.errno == errno.ENOTCONN:
         return (
             f"{mountpoint} is a stale FUSE mount (Transport endpoint is not connected): "
             "its daemon is gone"
         )
-    if error.errno in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
+    if not mountpoint.exists():
+        return f"{mountpoint} does not exist"
+    if error.errno in (errno.ENOENT, errno.ENOTDIR):
         if not os.path.ismount(mountpoint):
             return (
                 f"{mountpoint} is not a refmount mount (not a mountpoint; give the "
                 "directory the set is mounted on)"
             )
-        return f"{mountpoint} is not a refmount mount (it has no {STATS_XATTR} attribute)"
+        return f"{mountpoint} is not a refmount mount (it has no {STATS_FILE} file)"
     return f"{mountpoint}: {error.strerror or error}"

@@ -104,7 +104,8 @@ class MountConfig:
 
     ``local_roots`` are the directories local targets must lie in when the mount is
     ``shared``; ``uid``, ``gid`` and ``umask`` (None: the mounting user, no mask) shape every
-    node's attributes; ``pin_versions`` pins each target's ETag or mtime at first use.
+    node's attributes; ``pin_versions`` pins each target's ETag or mtime at first use;
+    ``xattrs`` serves the ``user.refmount.*`` extended attributes.
     """
 
     refs: str
@@ -126,6 +127,7 @@ class MountConfig:
     gid: int | None = None
     umask: int | None = None
     pin_versions: bool = True
+    xattrs: bool = False
 
     @property
     def shared(self) -> bool:

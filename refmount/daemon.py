@@ -168,7 +168,7 @@ def mount_and_serve(
         mtime_ns=loaded.mtime_ns,
         target_problem=None if roots is None else roots.problem,
     )
-    operations = FuseOperations(filesystem, timeout=config.attr_timeout)
+    operations = FuseOperations(filesystem, timeout=config.attr_timeout, xattrs=config.xattrs)
     mountpoint = config.mountpoint
     check_mountpoint(mountpoint)
     # Hold SIGINT/SIGTERM from the moment the mount exists until trio listens for them, so a

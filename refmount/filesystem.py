@@ -11,7 +11,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 
@@ -34,13 +34,16 @@ from refmount.model import (
     reference_kind,
 )
 from refmount.reader import Reader
-from refmount.stats import STATS_XATTR, Statistics, encode_snapshot
+from refmount.stats import STATS_FILE, Statistics, encode_snapshot
 from refmount.store import LOCAL_PROTOCOLS
-from refmount.tree import NAME_MAX, Entry, GridChunk, StaticFile, Tree
+from refmount.tree import MAX_INODE, NAME_MAX, Entry, GridChunk, StaticFile, Tree
 from refmount.urls import protocol_of
 
 BLOCK_SIZE = 128 * 1024
 """``st_blksize``: the I/O size that ``cp`` and friends use."""
+
+STATS_INODE = Inode(MAX_INODE + 1)
+"""The inode of the statistics file ``STATS_FILE`` (beyond every number the tree gives out)."""
 
 XATTR_PREFIX = "user.refmount."
 XATTRS = ("kind", "url", "offset", "length")
@@ -51,6 +54,9 @@ DOT_ENTRIES = 2
 
 READDIR_BATCH = 256
 """How many entries ``readdir`` prepares at once; the kernel's buffer takes about 200."""
+
+UNLISTED_BATCHES = 64
+"""How many prepared but unsent ``readdir`` batches are kept (one per listing in progress)."""
 
 SIBLING_INDEX_LIMIT = 100_000
 """Directories with more entries get no neighbour prefetch (their index would be too big)."""
@@ -101,9 +107,8 @@ class Owner:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Attributes:
-    """What ``stat`` shows for one node."""
+class Attributes(NamedTuple):
+    """What ``stat`` shows for one node (a named tuple: listings build one per name)."""
 
     inode: Inode
     is_dir: bool
@@ -142,6 +147,28 @@ class OpenFile:
     reference: Reference
 
 
+class _ChunkSizes:
+    """The sizes of consecutive chunks of one grid, asked of the reference set in batches."""
+
+    __slots__ = ("_grid", "_references", "_sizes", "_start")
+
+    def __init__(self, references: ReferenceSet, grid: int) -> None:
+        self._references = references
+        self._grid = grid
+        self._start = 0
+        self._sizes: list[int | None] | None = None
+
+    def get(self, chunk: int) -> int | None:
+        """Return the size of ``chunk``, -1 if it is absent, None if the batch cannot tell."""
+        sizes = self._sizes
+        if sizes is None or not self._start <= chunk < self._start + len(sizes):
+            sizes = self._references.chunk_sizes(self._grid, chunk, chunk + READDIR_BATCH)
+            self._start, self._sizes = chunk, sizes
+            if not sizes:
+                return None
+        return sizes[chunk - self._start]
+
+
 class RefFilesystem:
     """The read-only filesystem of one reference set, shaped like FUSE's low-level API.
 
@@ -150,8 +177,8 @@ class RefFilesystem:
     worker threads.
 
     ``statistics`` (a new ``Statistics`` unless given) is what the FUSE boundary records every
-    request in; the root directory's ``user.refmount.stats`` attribute is a JSON snapshot of
-    it and of the reader's counters.
+    request in; the root's unlisted file ``STATS_FILE`` holds a JSON snapshot of it and of
+    the reader's counters, taken when the file is opened.
 
     ``target_problem``, when given, says why a target URL may not be read (None: it may).
     Explicit keys are checked when the set is loaded; chunks of a Parquet set are loaded
@@ -173,6 +200,8 @@ class RefFilesystem:
         self._references = references
         self._reader = reader
         self._owner = owner
+        self._file_mode = stat.S_IFREG | owner.file_mode
+        self._dir_mode = stat.S_IFDIR | owner.dir_mode
         self._mtime_ns = mtime_ns
         self._open: dict[FileHandle, OpenFile] = {}
         self._handles = itertools.count(1)
@@ -183,6 +212,9 @@ class RefFilesystem:
         self._last_open: OrderedDict[Inode, tuple[str, int, int]] = OrderedDict()
         self._sibling_indexes: OrderedDict[Inode, _SiblingIndex | None] = OrderedDict()
         self._indexing: set[Inode] = set()
+        self._unlisted: OrderedDict[tuple[Inode, int], list[tuple[Entry, Attributes, int]]] = (
+            OrderedDict()
+        )
 
     # ------------------------------------------------------------------ names
 
@@ -193,6 +225,8 @@ class RefFilesystem:
             raise FilesystemError(errno.ENAMETOOLONG)
         inode = self._tree.lookup(parent, name)
         if inode is None:
+            if parent == ROOT_INODE and name == STATS_FILE:
+                return self._attributes(STATS_INODE, False, 0)
             return None
         try:
             return await self.getattr(inode)
@@ -202,6 +236,8 @@ class RefFilesystem:
     async def getattr(self, inode: Inode) -> Attributes:
         """Return a node's attributes."""
         self._require(inode)
+        if inode == STATS_INODE:
+            return self._attributes(STATS_INODE, False, 0)
         if self._tree.is_dir(inode):
             return self._attributes(inode, True, 0)
         return await self._file_attributes(inode)
@@ -222,26 +258,77 @@ class RefFilesystem:
         (a null Parquet row) are skipped. An empty list means the end.
         """
         self._require_dir(inode)
+        kept = self._unlisted.pop((inode, start), None)
+        if kept is not None:
+            return kept
+        tree = self._tree
         batch: list[tuple[Entry, Attributes, int]] = []
-        for position, (name, dot) in enumerate(
-            ((".", inode), ("..", self._tree.parent(inode))), start=1
-        ):
+        for position, (name, dot) in enumerate(((".", inode), ("..", tree.parent(inode))), start=1):
             if start < position:
-                batch.append((Entry(name, dot, True), await self.getattr(dot), position))
-        for entry, position in self._tree.children(inode, max(start - DOT_ENTRIES, 0)):
-            try:
-                attributes = await self._entry_attributes(entry)
-            except NotFoundError:
-                continue
+                batch.append((Entry(name, dot, True), self._attributes(dot, True, 0), position))
+        prefix = tree.path(inode)
+        prefix = prefix + "/" if prefix else ""
+        leaves = tree.leaf_chunks(inode)
+        chunk_sizes = None if leaves is None else _ChunkSizes(self._references, leaves[0])
+        for entry, position in tree.children(inode, max(start - DOT_ENTRIES, 0)):
+            if entry.is_dir:
+                attributes = self._attributes(entry.inode, True, 0)
+            else:
+                if chunk_sizes is not None and leaves is not None and position > leaves[2]:
+                    size = chunk_sizes.get(leaves[1] + position - 1 - leaves[2])
+                else:
+                    size = None
+                if size is None:
+                    size = self._listed_size(entry, prefix)
+                if size is None:
+                    try:
+                        attributes = await self._file_attributes(entry.inode)
+                    except NotFoundError:
+                        continue
+                elif size < 0:
+                    continue
+                else:
+                    attributes = self._attributes(entry.inode, False, size)
             batch.append((entry, attributes, position + DOT_ENTRIES))
             if len(batch) >= READDIR_BATCH:
                 break
         return batch
 
-    async def _entry_attributes(self, entry: Entry) -> Attributes:
-        if entry.is_dir:
-            return self._attributes(entry.inode, True, 0)
-        return await self._file_attributes(entry.inode)
+    def keep_unlisted(
+        self, inode: Inode, start: int, entries: list[tuple[Entry, Attributes, int]]
+    ) -> None:
+        """Keep entries ``readdir`` prepared that the kernel had no room for.
+
+        The kernel's buffer takes about 200 entries per call and ``readdir`` prepares
+        ``READDIR_BATCH``; the next call, from ``start``, is answered with these instead of
+        preparing them again. A few directories' worth are kept (entries never change, so a
+        kept batch is right for any listing that resumes at ``start``).
+        """
+        if not entries:
+            return
+        self._unlisted[(inode, start)] = entries
+        if len(self._unlisted) > UNLISTED_BATCHES:
+            self._unlisted.popitem(last=False)
+
+    def _listed_size(self, entry: Entry, prefix: str) -> int | None:
+        """Return a listed file's size when it is known without I/O, -1 when the file has no
+        reference (a null Parquet row), or None when it takes a record load or the target.
+
+        The listing's hot path: ``prefix`` is the directory's key plus ``/``, so no key is
+        rebuilt from the tree per name.
+        """
+        references = self._references
+        if self._tree.is_static(entry.inode):
+            reference = references.get(prefix + entry.name)
+        else:
+            source = self._tree.file_source(entry.inode)
+            assert isinstance(source, GridChunk)
+            if not references.chunk_is_loaded(source.grid, source.index):
+                return None
+            reference = references.chunk(source.grid, source.index)
+        if reference is None:
+            return -1
+        return self._reader.known_size(reference)
 
     # ------------------------------------------------------------------ files
 
@@ -250,6 +337,8 @@ class RefFilesystem:
         self._require(inode)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND):
             raise ReadOnlyError("the filesystem is read-only")
+        if inode == STATS_INODE:
+            return self._open_statistics()
         if self._tree.is_dir(inode):
             raise FilesystemError(errno.EISDIR)
         reference = await self._reference(inode)
@@ -261,6 +350,18 @@ class RefFilesystem:
         self._open[handle] = OpenFile(inode, self._tree.path(inode), reference)
         self._notice_open(inode, reference)
         return handle
+
+    def _open_statistics(self) -> FileHandle:
+        """Open the statistics file: its contents are the snapshot taken now."""
+        snapshot = Inline(encode_snapshot(self.snapshot()))
+        handle = FileHandle(next(self._handles))
+        self._open[handle] = OpenFile(STATS_INODE, STATS_FILE, snapshot)
+        return handle
+
+    def is_statistics(self, inode: Inode) -> bool:
+        """Return True for the statistics file, whose size (0) says nothing of its contents:
+        it must be read with direct I/O, past its size, and never cached."""
+        return inode == STATS_INODE
 
     # ------------------------------------------------------------------ neighbour prefetch
 
@@ -388,6 +489,9 @@ class RefFilesystem:
         opened = self._open.get(handle)
         if opened is None:
             raise FilesystemError(errno.EBADF, f"unknown file handle {handle}")
+        if opened.inode == STATS_INODE:
+            assert isinstance(opened.reference, Inline)
+            return opened.reference.data[offset : offset + size]
         return await self._reader.read(opened.key, opened.reference, offset, size)
 
     def release(self, handle: FileHandle) -> None:
@@ -402,21 +506,14 @@ class RefFilesystem:
     # ------------------------------------------------------------------ xattrs
 
     async def listxattr(self, inode: Inode) -> list[str]:
-        """Return the extended attribute names of a node (files only have them).
-
-        The root's ``user.refmount.stats`` is deliberately not listed: it changes with every
-        request, and ``cp -a``, ``rsync -X``, ``tar --xattrs`` and ``getfattr -d`` would
-        otherwise copy or dump it as if it were data.
-        """
+        """Return the extended attribute names of a node (files only have them)."""
         self._require(inode)
-        if self._tree.is_dir(inode):
+        if inode == STATS_INODE or self._tree.is_dir(inode):
             return []
         return [XATTR_PREFIX + name for name in XATTRS]
 
     async def getxattr(self, inode: Inode, name: str) -> bytes:
-        """Return one of ``user.refmount.{kind,url,offset,length}``, or the root's stats."""
-        if name == STATS_XATTR and inode == ROOT_INODE:
-            return encode_snapshot(self.snapshot())
+        """Return one of ``user.refmount.{kind,url,offset,length}``."""
         if name not in await self.listxattr(inode):
             raise NoAttributeError(name)
         reference = await self._reference(inode)
@@ -493,16 +590,16 @@ class RefFilesystem:
 
     def _attributes(self, inode: Inode, is_dir: bool, size: int) -> Attributes:
         owner = self._owner
-        mode = (stat.S_IFDIR | owner.dir_mode) if is_dir else (stat.S_IFREG | owner.file_mode)
+        mode = self._dir_mode if is_dir else self._file_mode
         return Attributes(inode, is_dir, size, mode, owner.uid, owner.gid, self._mtime_ns)
 
     def _require(self, inode: Inode) -> None:
-        if not self._tree.exists(inode):
+        if not self._tree.exists(inode) and inode != STATS_INODE:
             raise NotFoundError(f"no inode {inode}")
 
     def _require_dir(self, inode: Inode) -> None:
         self._require(inode)
-        if not self._tree.is_dir(inode):
+        if inode == STATS_INODE or not self._tree.is_dir(inode):
             raise FilesystemError(errno.ENOTDIR)
 
 

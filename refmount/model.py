@@ -137,6 +137,15 @@ class ReferenceSet(Protocol):
         """Return True when ``chunk(grid, index)`` will answer without I/O."""
         ...
 
+    def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
+        """Return, for listings, the sizes of chunks from ``start`` on, without I/O.
+
+        Up to ``stop`` (it may stop earlier, never before ``start + 1``): each item is the
+        chunk's size, ``-1`` for an absent chunk, or ``None`` when only ``chunk`` can tell.
+        None altogether when ``start`` is not loaded (``chunk_is_loaded`` is False).
+        """
+        ...
+
     def chunk(self, grid: int, index: int) -> Reference | None:
         """Return the reference of chunk ``index`` of grid number ``grid``, or ``None`` if absent.
 

@@ -11,8 +11,9 @@ from typing import Any
 
 from refmount.reader import ReaderStatistics
 
-STATS_XATTR = "user.refmount.stats"
-"""The extended attribute of the mount's root directory that holds the JSON snapshot."""
+STATS_FILE = ".refmount-stats"
+"""The file in the mount's root whose contents are the JSON snapshot. It is not listed, so
+listings, ``cp -r`` and zarr readers never see it; a reference key of the same name wins."""
 
 SNAPSHOT_VERSION = 1
 """Bumped when a field of the snapshot changes meaning or goes away (new fields may appear)."""
@@ -181,7 +182,7 @@ class Statistics:
 
 
 def encode_snapshot(snapshot: Mapping[str, Any]) -> bytes:
-    """Return a snapshot as compact JSON (it must stay below the 64 KiB limit of an xattr)."""
+    """Return a snapshot as compact JSON."""
     return json.dumps(snapshot, separators=(",", ":")).encode()
 
 

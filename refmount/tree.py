@@ -20,6 +20,7 @@ import logging
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from refmount.errors import ReferenceFormatError
 from refmount.model import ROOT_INODE, ChunkGrid, Inode, ravel, unravel
@@ -51,9 +52,12 @@ class GridChunk:
 FileSource = StaticFile | GridChunk
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One directory entry: its name, inode, and whether it is a directory."""
+class Entry(NamedTuple):
+    """One directory entry: its name, inode, and whether it is a directory.
+
+    A named tuple rather than a dataclass: listings build one per name, and a tuple is the
+    cheapest object Python makes.
+    """
 
     name: str
     inode: Inode
@@ -476,6 +480,30 @@ class Tree:
         block, level, index = self._grid_node(inode)
         if not block.is_leaf(level):
             yield from self._grid_children(block, level, index, start, 0)
+
+    def leaf_chunks(self, inode: Inode) -> tuple[int, int, int] | None:
+        """Say which chunks a directory lists, for listings that fetch sizes in bulk.
+
+        For a directory whose grid children are chunk files, return ``(grid id, chunk index
+        of the first, its position)``: the entry at position ``p`` (as ``children`` numbers
+        them, from 0) at or after that position is chunk ``first + p - position``. None for
+        any other directory.
+        """
+        if self.is_static(inode):
+            block = self._blocks_by_owner.get(inode)
+            if block is None:
+                return None
+            level: int | None = None
+            index, skip = 0, self._child_count[inode]
+        else:
+            block, level, index = self._grid_node(inode)
+            if block.is_leaf(level):
+                return None
+            skip = 0
+        child_level, first, _ = block.child_range(level, index)
+        if not block.is_leaf(child_level):
+            return None
+        return block.grid_id, block.chunk_index(child_level, first), skip
 
     def _grid_children(
         self, block: _GridBlock, level: int | None, index: int, start: int, offset: int

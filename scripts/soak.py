@@ -37,7 +37,7 @@ FAULTS = (Fault.ERROR_503, Fault.RESET, Fault.TRUNCATE)
 
 MOUNT_TIMEOUT = 60.0
 EXIT_TIMEOUT = 30.0
-STATS_XATTR = "user.refmount.stats"
+STATS_FILE = ".refmount-stats"
 
 
 # ----------------------------------------------------------------------------- arguments
@@ -451,7 +451,7 @@ def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[C
             alive_before_unmount = process.poll() is None
             snapshot: dict[str, Any] = {}
             with contextlib.suppress(OSError, ValueError):
-                snapshot = json.loads(os.getxattr(mountpoint, STATS_XATTR))
+                snapshot = json.loads((mountpoint / STATS_FILE).read_bytes())
             monitor.stopping.set()
             monitor.join(5)
         exit_code = process.returncode

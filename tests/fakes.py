@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from refmount.model import ChunkGrid, Reference
+from refmount.model import ChunkGrid, Range, Reference, Whole
 
 
 @dataclass
@@ -106,6 +106,22 @@ class DictReferences:
 
     def chunk_is_loaded(self, grid: int, index: int) -> bool:
         return self.loaded
+
+    def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
+        if not self.loaded:
+            return None
+        sizes: list[int | None] = []
+        for index in range(start, stop):
+            reference = self.chunks.get(grid, {}).get(index)
+            if (grid, index) in self.broken or isinstance(reference, Whole):
+                sizes.append(None)
+            elif reference is None:
+                sizes.append(-1)
+            else:
+                sizes.append(
+                    reference.length if isinstance(reference, Range) else len(reference.data)
+                )
+        return sizes
 
     def chunk(self, grid: int, index: int) -> Reference | None:
         from refmount.errors import ReferenceFormatError

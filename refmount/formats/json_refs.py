@@ -62,6 +62,10 @@ class JsonReferenceSet:
         """Raise ``IndexError``: a JSON reference set has no chunk grids."""
         raise IndexError(f"{self._source} has no chunk grid {grid}")
 
+    def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
+        """Raise ``IndexError``: a JSON reference set has no chunk grids."""
+        raise IndexError(f"{self._source} has no chunk grid {grid}")
+
     def chunk(self, grid: int, index: int) -> Reference | None:
         """Raise ``IndexError``: a JSON reference set has no chunk grids."""
         raise IndexError(f"{self._source} has no chunk grid {grid}")

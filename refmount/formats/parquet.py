@@ -196,6 +196,26 @@ class ParquetReferenceSet:
             return None
         return record.reference(row, chunk_grid, index, self._resolve)
 
+    def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
+        """Return the sizes of chunks ``[start, stop)`` of one record, for listings; never blocks.
+
+        ``stop`` is clipped to the end of the record that holds ``start``. Each item is the
+        chunk's size, ``-1`` for an absent chunk, or ``None`` when only ``chunk`` can tell
+        (inline data, a whole-file reference, a malformed row). None altogether when that
+        record is not loaded yet.
+        """
+        count = self._grids[grid].count
+        if not 0 <= start < count:
+            return None
+        number, first = divmod(start, self.record_size)
+        loaded, record = self._records.peek((grid, number))
+        if not loaded:
+            return None
+        stop = min(stop, count, (number + 1) * self.record_size)
+        if record is None:
+            return [-1] * (stop - start)
+        return record.sizes(first, first + stop - start)
+
     def chunks_present(self, grid: int, start: int = 0, stop: int | None = None) -> Iterator[int]:
         """Yield, in order, the indices in ``[start, stop)`` whose rows hold a reference.
 
@@ -288,6 +308,35 @@ class _Record:
             return Whole(url)
         return Range(url, offset, size)
 
+    def sizes(self, start: int, stop: int) -> list[int | None]:
+        """Return the sizes of rows ``[start, stop)`` as ``chunk_sizes`` describes them."""
+        count = stop - start
+        valid = min(stop, self.rows) - start
+        if self.present is None or valid <= 0:
+            return [-1] * max(valid, 0) + [None] * (count - max(valid, 0))
+        nothing: list[Any] = [None] * valid
+        present = self.present.slice(start, valid).to_pylist()
+        sizes = nothing if self.size is None else self.size.slice(start, valid).to_pylist()
+        offsets = nothing if self.offset is None else self.offset.slice(start, valid).to_pylist()
+        inline = (
+            [False] * valid
+            if self.raw is None
+            else self.raw.slice(start, valid).is_valid().to_pylist()
+        )
+        out: list[int | None] = []
+        for is_present, is_inline, offset, size in zip(
+            present, inline, offsets, sizes, strict=True
+        ):
+            if not is_present:
+                out.append(-1)
+            elif is_inline or size is None or offset is None or size < 0 or offset < 0:
+                out.append(None)
+            elif size == 0 and offset == 0:
+                out.append(None)  # a whole file: its size takes the target
+            else:
+                out.append(size)
+        return out + [None] * (count - valid)  # rows past the end: ``chunk`` says what is wrong
+
     def present_rows(self, start: int, stop: int) -> list[int]:
         """Return the rows in ``[start, stop)``, clipped to the file, that are not null."""
         stop = min(stop, self.rows)
@@ -343,6 +392,15 @@ class _RecordCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+    def peek(self, key: tuple[int, int]) -> tuple[bool, _Record | None]:
+        """Return ``(True, record)`` when ``key`` is cached (record None: missing), else
+        ``(False, None)``; never loads."""
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return True, self._entries[key]
+            return False, None
 
     def get(self, key: tuple[int, int]) -> _Record | None:
         """Return the record for ``key``, loading it (once, whoever asks) if it is not cached."""

@@ -114,6 +114,7 @@ class CompactReferences(Mapping[str, Reference]):
         "_offsets",
         "_order",
         "_slots",
+        "_sorted_hint",
         "_url_ids",
         "_url_table",
         "_urls",
@@ -124,6 +125,7 @@ class CompactReferences(Mapping[str, Reference]):
         self._slots: dict[str, int] | None = None if unique_keys else {}
         self._frozen = False
         self._hint = -1
+        self._sorted_hint = -1
         self._kinds = bytearray()
         self._urls = array("l")
         self._offsets = array("q")
@@ -229,11 +231,19 @@ class CompactReferences(Mapping[str, Reference]):
         except UnicodeEncodeError:
             return None
         count = len(self._key_ends)
-        hint = self._hint + 1  # callers often walk the keys in order (a benign race if not)
-        if hint < count and self._key_bytes(hint) == wanted:
-            self._hint = hint
-            return hint
+        # Callers often walk the keys in order: sorted (a listing) or the file's (slot after
+        # slot). Both hints are checked before a binary search; a race between tasks only
+        # costs a miss.
         order = self._order
+        if order is not None:
+            position = self._sorted_hint + 1
+            if position < count and self._key_bytes(order[position]) == wanted:
+                self._sorted_hint = position
+                return order[position]
+        slot = self._hint + 1
+        if slot < count and self._key_bytes(slot) == wanted:
+            self._hint = slot
+            return slot
         if order is None:
             position = bisect.bisect_left(range(count), wanted, key=self._key_bytes)
             slot = position
@@ -242,6 +252,7 @@ class CompactReferences(Mapping[str, Reference]):
             slot = order[position] if position < count else -1
         if position < count and self._key_bytes(slot) == wanted:
             self._hint = slot
+            self._sorted_hint = position
             return slot
         return None
 

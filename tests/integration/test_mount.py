@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def test_missing_names_are_enoent_and_stay_so(tmp_path: Path) -> None:
 
 def test_extended_attributes_say_where_bytes_live(tmp_path: Path) -> None:
     dataset = json_v0(tmp_path / "v0")
-    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+    with mounted(dataset.refs, tmp_path / "mnt", "-o", "xattr") as mount:
         path = mount.path / "absolute"
         assert sorted(os.listxattr(path)) == [
             "user.refmount.kind",
@@ -135,6 +136,35 @@ def test_extended_attributes_say_where_bytes_live(tmp_path: Path) -> None:
         assert os.getxattr(path, "user.refmount.length") == b"4096"
         assert os.getxattr(mount.path / "whole", "user.refmount.kind") == b"whole"
         assert os.getxattr(mount.path / "text", "user.refmount.kind") == b"inline"
+
+
+def test_without_xattrs_ls_l_asks_the_daemon_no_attribute_questions(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        for _ in range(2):
+            listing = subprocess.run(
+                ["ls", "-lR", str(mount.path)], capture_output=True, text=True, check=True
+            )
+            assert "absolute" in listing.stdout
+        for name, error in (
+            ("user.refmount.kind", errno.EOPNOTSUPP),
+            ("security.selinux", errno.EOPNOTSUPP),
+            ("system.posix_acl_access", errno.ENODATA),  # the kernel's ACL code: no ACL
+        ):
+            with pytest.raises(OSError, match=os.strerror(error)) as raised:
+                os.getxattr(mount.path / "absolute", name)
+            assert raised.value.errno == error, name
+        with pytest.raises(OSError, match="not supported") as raised:
+            os.listxattr(mount.path / "absolute")
+        assert raised.value.errno == errno.EOPNOTSUPP
+        for _ in range(3):
+            with (mount.path / "text").open("rb") as file:
+                assert file.read() == dataset.expected["text"]
+        operations = json.loads((mount.path / ".refmount-stats").read_bytes())["operations"]
+        # ENOSYS, once each: the kernel never sends them again on this connection
+        assert operations["getxattr"]["count"] == 1
+        assert operations["listxattr"]["count"] == 1
+        assert operations["flush"]["count"] == 1
 
 
 def test_stat_is_stable(tmp_path: Path) -> None:

@@ -172,7 +172,7 @@ def test_s3_targets(tmp_path: Path, s3_bucket: S3Bucket, form: str) -> None:
             f"s3_endpoint_url={endpoint},s3_region=us-east-1,s3_requester_pays",
         ],
     }[form]
-    with mounted(path, tmp_path / "mnt", *options) as mount:
+    with mounted(path, tmp_path / "mnt", "--xattr", *options) as mount:
         check_sizes(mount, expected)
         check_bytes(mount, expected)
         assert os.getxattr(mount.path / "whole_a", "user.refmount.url") == (
@@ -429,7 +429,7 @@ def test_reference_file_on_s3(tmp_path: Path, s3_bucket: S3Bucket, form: str) ->
         ]
     else:
         options = ["-o", f"s3_endpoint_url={endpoint}"]
-    with mounted(s3_bucket.url("sets/refs.json"), tmp_path / "mnt", *options) as mount:
+    with mounted(s3_bucket.url("sets/refs.json"), tmp_path / "mnt", "--xattr", *options) as mount:
         check_sizes(mount, expected)
         check_bytes(mount, expected)
         assert os.getxattr(mount.path / "relative", "user.refmount.url") == (

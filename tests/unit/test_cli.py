@@ -206,6 +206,13 @@ def test_check_takes_the_mount_options_for_reading_refs(
     assert "--target-options must be a JSON object" in capsys.readouterr().err
 
 
+def test_xattrs_are_off_unless_asked_for() -> None:
+    assert not parse_args(["refs.json", "/mnt"])[0].xattrs
+    assert parse_args(["--xattr", "refs.json", "/mnt"])[0].xattrs
+    assert parse_args(["-o", "ro,xattr", "refs.json", "/mnt"])[0].xattrs
+    assert "xattr" not in parse_args(["-o", "xattr", "refs.json", "/mnt"])[0].fuse_options
+
+
 def test_stats_on_a_directory_that_is_not_a_mount(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -23,7 +23,7 @@ from refmount.errors import (
 from refmount.filesystem import READDIR_BATCH, Owner, RefFilesystem
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
 from refmount.reader import Reader
-from refmount.stats import STATS_XATTR, Statistics
+from refmount.stats import STATS_FILE, Statistics
 from refmount.tree import Tree
 from tests.fakes import DictReferences, MemoryTarget
 
@@ -245,6 +245,26 @@ async def test_readdir_streams_in_batches() -> None:
     assert batches == 2
 
 
+async def test_grid_listing_takes_sizes_in_batches_not_chunk_by_chunk() -> None:
+    fs, refs = grid_fs()
+    array = await path_inode(fs, "x")
+    listing = (await fs.readdir(array, 0))[2:]
+    assert [attributes.size for _, attributes, _ in listing] == [2, 6, 2, len(DATA)]
+    assert set(refs.chunk_calls) == {(0, 4)}  # only the whole file: its size takes the target
+
+
+async def test_entries_the_kernel_had_no_room_for_are_not_prepared_again() -> None:
+    fs, refs = grid_fs()
+    array = await path_inode(fs, "x")
+    listing = await fs.readdir(array, 0)
+    fs.keep_unlisted(array, listing[2][2], listing[3:])
+    refs.chunk_calls.clear()
+    assert await fs.readdir(array, listing[2][2]) == listing[3:]
+    assert refs.chunk_calls == []
+    assert await fs.readdir(array, listing[2][2]) == listing[3:]  # kept once, then prepared
+    assert refs.chunk_calls != []
+
+
 def test_statfs_reports_names_and_limits(simple: RefFilesystem) -> None:
     figures = simple.statfs()
     assert figures.name_max == 255
@@ -268,12 +288,21 @@ async def test_unreadable_record_file_is_eio_naming_the_chunk() -> None:
 # ------------------------------------------------------------------ statistics
 
 
-async def test_root_stats_attribute_is_a_json_snapshot_of_the_counters(
-    simple: RefFilesystem,
-) -> None:
+async def test_stats_file_is_a_json_snapshot_taken_when_opened(simple: RefFilesystem) -> None:
     assert await read_all(simple, "dir/range") == b"WORLD"
     simple.statistics.record("read", 2_000_000)
-    snapshot = json.loads(await simple.getxattr(ROOT_INODE, STATS_XATTR))
+    attributes = await simple.lookup(ROOT_INODE, STATS_FILE)
+    assert attributes is not None
+    assert not attributes.is_dir
+    assert attributes.size == 0  # the contents are made at open: read with direct I/O
+    assert simple.is_statistics(attributes.inode)
+    assert await simple.getattr(attributes.inode) == attributes
+    handle = await simple.open(attributes.inode, os.O_RDONLY)
+    simple.statistics.record("read", 1_000)  # after the open: not in this snapshot
+    data = await simple.read(handle, 0, 1 << 20)
+    assert await simple.read(handle, 10, 5) == data[10:15]
+    simple.release(handle)
+    snapshot = json.loads(data)
     assert snapshot["reads"] == 1
     assert snapshot["bytes_served"] == 5
     assert snapshot["fetches"] == 1
@@ -281,17 +310,33 @@ async def test_root_stats_attribute_is_a_json_snapshot_of_the_counters(
     assert snapshot["source"] == "refs.test"
     assert snapshot["operations"]["read"]["count"] == 1
     assert snapshot["operations"]["read"]["max_us"] == 2000
-    assert snapshot == {**simple.snapshot(), "uptime_s": snapshot["uptime_s"]}
+    assert snapshot == {**simple.snapshot(), "uptime_s": snapshot["uptime_s"]} | {
+        "operations": snapshot["operations"]
+    }
 
 
-async def test_stats_attribute_is_not_listed_and_only_on_the_root(simple: RefFilesystem) -> None:
-    assert await simple.listxattr(ROOT_INODE) == []
-    file = await path_inode(simple, "dir/range")
-    assert STATS_XATTR not in await simple.listxattr(file)
-    for inode in (file, await path_inode(simple, "dir")):
+async def test_stats_file_is_not_listed_and_only_in_the_root(simple: RefFilesystem) -> None:
+    names = [entry.name for entry, _, _ in await simple.readdir(ROOT_INODE, 0)]
+    assert STATS_FILE not in names
+    assert await simple.lookup(await path_inode(simple, "dir"), STATS_FILE) is None
+    stats = await simple.lookup(ROOT_INODE, STATS_FILE)
+    assert stats is not None
+    assert await simple.listxattr(stats.inode) == []
+    for flags in (os.O_WRONLY, os.O_RDWR):
         with pytest.raises(FilesystemError) as raised:
-            await simple.getxattr(inode, STATS_XATTR)
-        assert raised.value.errno == errno.ENODATA
+            await simple.open(stats.inode, flags)
+        assert raised.value.errno == errno.EROFS
+    with pytest.raises(FilesystemError) as raised:
+        await simple.readdir(stats.inode, 0)
+    assert raised.value.errno == errno.ENOTDIR
+
+
+async def test_a_key_named_like_the_stats_file_wins() -> None:
+    fs = make_fs(DictReferences(explicit={STATS_FILE: Inline(b"data")}))[0]
+    assert await read_all(fs, STATS_FILE) == b"data"
+    attributes = await fs.lookup(ROOT_INODE, STATS_FILE)
+    assert attributes is not None
+    assert not fs.is_statistics(attributes.inode)
 
 
 async def test_open_files_are_counted_in_the_snapshot(simple: RefFilesystem) -> None:

@@ -15,18 +15,19 @@ from refmount.filesystem import Owner, RefFilesystem
 from refmount.fuse_ops import FuseOperations
 from refmount.model import Inline
 from refmount.reader import Reader
+from refmount.stats import STATS_FILE
 from refmount.tree import Tree
 from tests.fakes import DictReferences, MemoryTarget
 
 CONTEXT = cast(pyfuse3.RequestContext, None)
 
 
-def operations() -> FuseOperations:
+def operations(*, xattrs: bool = True) -> FuseOperations:
     refs = DictReferences(explicit={"a": Inline(b"hello")})
     tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
     reader = Reader(MemoryTarget(), ReadConfig())
     fs = RefFilesystem(tree, refs, reader, owner=Owner(1, 1), mtime_ns=0)
-    return FuseOperations(fs, timeout=1.0)
+    return FuseOperations(fs, timeout=1.0, xattrs=xattrs)
 
 
 async def test_every_handler_call_is_counted_with_its_errno() -> None:
@@ -57,14 +58,55 @@ async def test_unexpected_exceptions_count_as_eio(monkeypatch: pytest.MonkeyPatc
     assert ops._fs.statistics.operations["getattr"].errnos == {errno.EIO: 1}
 
 
-async def test_the_root_stats_attribute_goes_through_the_adapter() -> None:
+async def test_the_stats_file_is_read_with_direct_io_and_never_cached() -> None:
     ops = operations()
     await ops.getattr(pyfuse3.InodeT(1), CONTEXT)
-    data = await ops.getxattr(
-        pyfuse3.InodeT(1), pyfuse3.XAttrNameT(b"user.refmount.stats"), CONTEXT
-    )
+    entry = await ops.lookup(pyfuse3.InodeT(1), pyfuse3.FileNameT(STATS_FILE.encode()), CONTEXT)
+    assert entry.st_ino != 0
+    assert entry.st_size == 0
+    info = await ops.open(entry.st_ino, os.O_RDONLY, CONTEXT)
+    assert info.direct_io
+    assert not info.keep_cache
+    data = await ops.read(info.fh, 0, 1 << 16)
+    await ops.release(info.fh)
     assert b'"getattr":{"count":1' in data
+    file = await ops.open(pyfuse3.InodeT(2), os.O_RDONLY, CONTEXT)
+    assert file.keep_cache
+    assert not file.direct_io
+
+
+async def test_without_xattrs_the_kernel_is_told_never_to_ask_again() -> None:
+    ops = operations(xattrs=False)
+    file = pyfuse3.InodeT(2)
+    for call in (
+        ops.getxattr(file, pyfuse3.XAttrNameT(b"security.selinux"), CONTEXT),
+        ops.getxattr(file, pyfuse3.XAttrNameT(b"user.refmount.kind"), CONTEXT),
+        ops.listxattr(file, CONTEXT),
+    ):
+        with pytest.raises(pyfuse3.FUSEError) as raised:
+            await call
+        assert raised.value.errno == errno.ENOSYS
+
+
+async def test_with_xattrs_files_have_theirs_and_others_are_enodata() -> None:
+    ops = operations(xattrs=True)
+    file = pyfuse3.InodeT(2)
+    kind = await ops.getxattr(file, pyfuse3.XAttrNameT(b"user.refmount.kind"), CONTEXT)
+    assert kind == b"inline"
+    with pytest.raises(pyfuse3.FUSEError) as raised:
+        await ops.getxattr(file, pyfuse3.XAttrNameT(b"security.selinux"), CONTEXT)
+    assert raised.value.errno == errno.ENODATA
     assert await ops.listxattr(pyfuse3.InodeT(1), CONTEXT) == []
+
+
+async def test_flush_is_declined_once_for_the_whole_connection() -> None:
+    ops = operations()
+    info = await ops.open(pyfuse3.InodeT(2), os.O_RDONLY, CONTEXT)
+    with pytest.raises(pyfuse3.FUSEError) as raised:
+        await ops.flush(info.fh)
+    assert raised.value.errno == errno.ENOSYS
+    assert await ops.read(info.fh, 0, 10) == b"hello"  # the file stays open and readable
+    await ops.release(info.fh)
 
 
 # ------------------------------------------------- injected exceptions: EIO, and no harm done

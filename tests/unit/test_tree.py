@@ -188,6 +188,31 @@ def test_slash_separated_grid_nests_directories() -> None:
     assert tree.lookup(chunk, "0") is None
 
 
+def test_leaf_chunks_say_which_chunk_each_listed_position_is() -> None:
+    dotted = ChunkGrid("x", (2, 3), ".")
+    nested = ChunkGrid("deep/y", (2, 2, 3), "/")
+    v3 = ChunkGrid("z", (4,), "/", prefix="c")
+    tree = Tree.build(
+        ["x/.zarray", "x/.zattrs", "deep/y/.zarray", "z/zarr.json"],
+        [dotted, nested, v3],
+        source="refs.parq",
+    )
+    for path, grid in (("x", 0), ("deep/y/1/1", 1), ("z/c", 2)):
+        directory = walk(tree, path)
+        leaves = tree.leaf_chunks(directory)
+        assert leaves is not None, path
+        grid_id, first, skip = leaves
+        assert grid_id == grid
+        for entry, position in tree.children(directory):
+            if position > skip:
+                source = tree.file_source(entry.inode)
+                assert source == GridChunk(grid, first + position - 1 - skip), entry.name
+    assert tree.leaf_chunks(walk(tree, "x"))[1:] == (0, 2)  # type: ignore[index]
+    assert tree.leaf_chunks(walk(tree, "deep/y/1/1"))[1:] == (9, 0)  # type: ignore[index]
+    for path in ("", "deep", "deep/y", "deep/y/1", "z"):
+        assert tree.leaf_chunks(walk(tree, path) if path else ROOT_INODE) is None, path
+
+
 def test_zarr_v3_default_keys_have_a_c_directory() -> None:
     grid = ChunkGrid("v3", (2, 2), "/", prefix="c")
     tree = Tree.build(["v3/zarr.json"], [grid], source="refs.parq")

@@ -507,6 +507,31 @@ def test_path_encodings_with_nulls(tmp_path: Path, target: str, path_type: str) 
     assert list(references.chunks_present(0)) == [0, 2]
 
 
+def test_chunk_sizes_answer_listings_without_loading(tmp_path: Path, target: str) -> None:
+    root = tmp_path / "sizes.parq"
+    write_parquet_set(root, {"a/.zarray": zarray([12], [1])}, {}, record_size=6)
+    table = pa.table(
+        {
+            "path": pa.array([target, None, target, None, target, target], pa.string()),
+            "offset": pa.array([0, 0, 2, 0, 0, 5], pa.int64()),
+            "size": pa.array([1, 0, 3, 0, 0, 2], pa.int64()),
+            "raw": pa.array([None, None, None, b"abc", None, None], pa.binary()),
+        }
+    )
+    write_table(root / "a" / "refs.0.parq", table)
+    references = load_parquet(LocalSource(root), LoadOptions())
+    assert references.chunk_sizes(0, 0, 6) is None  # not loaded: listings must not block
+    assert not references.chunk_is_loaded(0, 0)
+    references.chunk(0, 0)
+    # present, absent, present, inline (ask chunk), whole file (ask the target), present
+    assert references.chunk_sizes(0, 0, 100) == [1, -1, 3, None, None, 2]
+    assert references.chunk_sizes(0, 2, 4) == [3, None]
+    assert references.chunk_sizes(0, 6, 8) is None  # the second record is not loaded
+    references.chunk(0, 6)  # ... and does not exist: every chunk in it is absent
+    assert references.chunk_sizes(0, 6, 100) == [-1] * 6
+    assert references.chunk_sizes(0, 12, 13) is None  # past the grid
+
+
 def test_p24_no_intermediate_zgroup(tmp_path: Path, target: str) -> None:
     root = tmp_path / "g.parq"
     refs = {

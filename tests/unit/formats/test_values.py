@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 
 import pytest
 
@@ -286,6 +287,27 @@ def test_compact_references_give_back_what_was_stored(frozen: bool) -> None:
         assert missing not in compact
     with pytest.raises(KeyError):
         compact["nope"]
+
+
+@pytest.mark.parametrize("walk", ["stored", "sorted", "reversed", "shuffled", "interleaved"])
+def test_frozen_lookups_in_any_order_find_every_key(walk: str) -> None:
+    stored = [f"d/{n}" for n in range(300)] + [f"d/{n}/x" for n in range(0, 300, 7)] + ["a"]
+    compact = CompactReferences(unique_keys=True)
+    for number, key in enumerate(stored):
+        compact.put_range(key, "/t", number, 1)
+    compact.freeze()
+    keys = {
+        "stored": stored,
+        "sorted": sorted(stored),
+        "reversed": sorted(stored, reverse=True),
+        "shuffled": random.Random(5).sample(stored, len(stored)),
+        "interleaved": [k for pair in zip(stored, sorted(stored), strict=True) for k in pair],
+    }[walk]
+    for key in keys:
+        reference = compact.get(key)
+        assert isinstance(reference, Range), key
+        assert reference.offset == stored.index(key)
+        assert compact.get(key + "!") is None
 
 
 def test_compact_references_share_one_url_string() -> None:
