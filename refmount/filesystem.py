@@ -484,7 +484,7 @@ class RefFilesystem:
             )
         return index
 
-    async def read(self, handle: FileHandle, offset: int, size: int) -> bytes:
+    async def read(self, handle: FileHandle, offset: int, size: int) -> bytes | memoryview:
         """Return ``size`` bytes at ``offset``, fewer only at the end of the file."""
         opened = self._open.get(handle)
         if opened is None:

@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import pyfuse3
 
@@ -177,7 +177,8 @@ class FuseOperations(pyfuse3.Operations):
 
     @_boundary
     async def read(self, fh: pyfuse3.FileHandleT, off: int, size: int) -> bytes:
-        return await self._fs.read(FileHandle(fh), off, size)
+        # pyfuse3 sends any buffer (its stub says bytes): a view of cached bytes is not copied
+        return cast(bytes, await self._fs.read(FileHandle(fh), off, size))
 
     @_boundary
     async def flush(self, fh: pyfuse3.FileHandleT) -> None:

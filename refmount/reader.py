@@ -262,13 +262,19 @@ class Reader:
 
         return await self._sizes.run(url, ask)
 
-    async def read(self, key: str, reference: Reference, offset: int, size: int) -> bytes:
-        """Return up to ``size`` bytes at ``offset``; fewer only at the end of the file."""
+    async def read(
+        self, key: str, reference: Reference, offset: int, size: int
+    ) -> bytes | memoryview:
+        """Return up to ``size`` bytes at ``offset``; fewer only at the end of the file.
+
+        A read inside a whole-fetched reference is a view of the cached bytes, not a copy:
+        the kernel copies it once more anyway, and the cached bytes never change.
+        """
         self._reads += 1
         if isinstance(reference, Inline):
-            data = reference.data[offset : offset + size]
-            self._bytes_served += len(data)
-            return data
+            inline = reference.data[offset : offset + size]
+            self._bytes_served += len(inline)
+            return inline
         total = await self.size(key, reference)
         if offset >= total or size <= 0:
             return b""
@@ -276,7 +282,7 @@ class Reader:
         end = min(offset + size, total)
         if total <= self._config.whole_fetch_limit:
             blob = await self._fetch(key, reference.url, base, base + total)
-            data = blob[offset:end]
+            data: bytes | memoryview = memoryview(blob)[offset:end]
         else:
             data = await self._read_blocks(key, reference.url, base, total, offset, end)
             self._follow(key, reference.url, base, total, offset, end)

@@ -67,7 +67,7 @@ async def path_inode(fs: RefFilesystem, path: str) -> Inode:
 async def read_all(fs: RefFilesystem, path: str) -> bytes:
     handle = await fs.open(await path_inode(fs, path), os.O_RDONLY)
     try:
-        return await fs.read(handle, 0, 1 << 20)
+        return bytes(await fs.read(handle, 0, 1 << 20))
     finally:
         fs.release(handle)
 
@@ -299,7 +299,7 @@ async def test_stats_file_is_a_json_snapshot_taken_when_opened(simple: RefFilesy
     assert await simple.getattr(attributes.inode) == attributes
     handle = await simple.open(attributes.inode, os.O_RDONLY)
     simple.statistics.record("read", 1_000)  # after the open: not in this snapshot
-    data = await simple.read(handle, 0, 1 << 20)
+    data = bytes(await simple.read(handle, 0, 1 << 20))
     assert await simple.read(handle, 10, 5) == data[10:15]
     simple.release(handle)
     snapshot = json.loads(data)

@@ -117,7 +117,7 @@ async def test_concurrent_readers_share_one_request(target: MemoryTarget) -> Non
     results: list[bytes] = []
 
     async def read(offset: int) -> None:
-        results.append(await reader.read("k", ref, offset, 1024))
+        results.append(bytes(await reader.read("k", ref, offset, 1024)))
 
     async with trio.open_nursery() as nursery:
         for offset in (0, 1024, 2048, 3072):
@@ -166,7 +166,7 @@ async def test_leader_cancellation_hands_over(target: MemoryTarget) -> None:
                 await reader.read("k", ref, 0, 100)
 
         async def follow() -> None:
-            got.append(await reader.read("k", ref, 0, 100))
+            got.append(bytes(await reader.read("k", ref, 0, 100)))
 
         nursery.start_soon(lead)
         await trio.testing.wait_all_tasks_blocked()
@@ -321,7 +321,7 @@ def blocks_requested(target: MemoryTarget) -> list[int]:
 
 
 async def read_block(reader: Reader, number: int, *, settle: bool = True) -> bytes:
-    data = await reader.read("big", Range("mem://big", 0, len(BIG)), number * 1024, 1024)
+    data = bytes(await reader.read("big", Range("mem://big", 0, len(BIG)), number * 1024, 1024))
     if settle:
         await trio.testing.wait_all_tasks_blocked()
     assert data == BIG[number * 1024 : (number + 1) * 1024]
