@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 from refmount.errors import ReferenceFormatError
+from refmount.formats.json_stream import stream_document
 from refmount.formats.json_v0 import load_v0
 from refmount.formats.json_v1 import load_v1
 from refmount.formats.options import LoadOptions
@@ -91,12 +92,18 @@ def load_json(source: ReferenceSource, options: LoadOptions) -> JsonReferenceSet
     collecting = gc.isenabled()
     gc.disable()
     try:
-        text = decode_json(data, url)
-        del data  # (the text and the parsed document are big enough at once)
-        document = parse_json(text, url)
-        del text
-        refs = load_document(document, url, source.base_url, options, consume=True)
-        del document
+        refs = stream_document(data, url, source.base_url, options)
+        if refs is not None:
+            del data  # before the references are frozen (which takes memory of its own)
+            if refs.freeze().has_repeated_keys:  # rare: read the file again, the ordinary way
+                refs, data = None, decompress(source.read(), url)
+        if refs is None:  # not streamable: load it whole, for the established answer
+            text = decode_json(data, url)
+            del data  # (the text and the parsed document are big enough at once)
+            document = parse_json(text, url)
+            del text
+            refs = load_document(document, url, source.base_url, options, consume=True)
+            del document
         references = JsonReferenceSet(url, refs)
     finally:
         if collecting:

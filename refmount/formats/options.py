@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from refmount.errors import ReferenceFormatError
 
 Progress = Callable[[int, int], None]
-"""Told ``(done, total)`` keys now and then while a large reference file is read."""
+"""Told ``(done, total)`` keys now and then while a large reference file is read; ``total``
+is an estimate until the last call when the file is read as a stream."""
 
 
 @dataclass(frozen=True, slots=True)

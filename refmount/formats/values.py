@@ -113,6 +113,7 @@ class CompactReferences(Mapping[str, Reference]):
         "_lengths",
         "_offsets",
         "_order",
+        "_repeated",
         "_slots",
         "_sorted_hint",
         "_url_ids",
@@ -136,6 +137,7 @@ class CompactReferences(Mapping[str, Reference]):
         self._key_blob = b""
         self._key_ends = array("q")
         self._order: array[int] | None = None
+        self._repeated = False
 
     # ----------------------------------------------------------------- filling
 
@@ -209,11 +211,18 @@ class CompactReferences(Mapping[str, Reference]):
         if any(a >= b for a, b in itertools.pairwise(keys)):
             # UTF-8 bytes sort like the code points they encode, so the order holds for both.
             self._order = array("l", sorted(range(len(keys)), key=keys.__getitem__))
+            self._repeated = any(keys[a] == keys[b] for a, b in itertools.pairwise(self._order))
         self._keys = []
         self._slots = None
         self._url_ids = {}
         self._frozen = True
         return self
+
+    @property
+    def has_repeated_keys(self) -> bool:
+        """Return True when a frozen store holds a key twice (only possible with
+        ``unique_keys`` when the keys were not unique after all)."""
+        return self._repeated
 
     # ----------------------------------------------------------------- reading
 
