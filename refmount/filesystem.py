@@ -148,18 +148,28 @@ class OpenFile:
 
 
 class _ChunkSizes:
-    """The sizes of consecutive chunks of one grid, asked of the reference set in batches."""
+    """The sizes of the chunk files a directory lists, asked of the reference set in batches.
 
-    __slots__ = ("_grid", "_references", "_sizes", "_start")
+    Built from ``Tree.leaf_chunks``: the entry at position ``p`` (from 0) at or after
+    ``skip`` is chunk ``first + p - skip`` of grid ``grid``.
+    """
 
-    def __init__(self, references: ReferenceSet, grid: int) -> None:
+    __slots__ = ("_first", "_grid", "_references", "_sizes", "_skip", "_start")
+
+    def __init__(self, references: ReferenceSet, grid: int, first: int, skip: int) -> None:
         self._references = references
         self._grid = grid
+        self._first = first
+        self._skip = skip
         self._start = 0
         self._sizes: list[int | None] | None = None
 
-    def get(self, chunk: int) -> int | None:
-        """Return the size of ``chunk``, -1 if it is absent, None if the batch cannot tell."""
+    def at(self, position: int) -> int | None:
+        """Return the size of the entry at ``position``: -1 if it is absent, None if it is
+        not a chunk or the batch cannot tell."""
+        if position < self._skip:
+            return None
+        chunk = self._first + position - self._skip
         sizes = self._sizes
         if sizes is None or not self._start <= chunk < self._start + len(sizes):
             sizes = self._references.chunk_sizes(self._grid, chunk, chunk + READDIR_BATCH)
@@ -269,15 +279,12 @@ class RefFilesystem:
         prefix = tree.path(inode)
         prefix = prefix + "/" if prefix else ""
         leaves = tree.leaf_chunks(inode)
-        chunk_sizes = None if leaves is None else _ChunkSizes(self._references, leaves[0])
+        chunk_sizes = None if leaves is None else _ChunkSizes(self._references, *leaves)
         for entry, position in tree.children(inode, max(start - DOT_ENTRIES, 0)):
             if entry.is_dir:
                 attributes = self._attributes(entry.inode, True, 0)
             else:
-                if chunk_sizes is not None and leaves is not None and position > leaves[2]:
-                    size = chunk_sizes.get(leaves[1] + position - 1 - leaves[2])
-                else:
-                    size = None
+                size = None if chunk_sizes is None else chunk_sizes.at(position - 1)
                 if size is None:
                     size = self._listed_size(entry, prefix)
                 if size is None:

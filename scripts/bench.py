@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tests.integration.datasets import zarray
+from tests.integration.mounting import is_mounted, unmount
 from tests.servers import (
     AWS_VARIABLES_TO_CLEAR,
     DUMMY_AWS_ENVIRONMENT,
@@ -80,16 +81,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def is_mounted(path: Path) -> bool:
-    with open("/proc/mounts") as mounts:
-        return any(line.split()[1] == str(path) for line in mounts)
-
-
-def unmount(path: Path) -> None:
-    if is_mounted(path):
-        subprocess.run(["fusermount3", "-u", "-z", str(path)], check=False, capture_output=True)
 
 
 def stop_process(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
@@ -906,14 +897,27 @@ def local_target(data: DataSet) -> Target:
     return Target("local", "file", refs, [], {}, dict(os.environ), raw)
 
 
+def measure_resident(
+    target: Target,
+    pinned: list[Path],
+    data: DataSet,
+    workdir: Path,
+    args: argparse.Namespace,
+    result: dict[str, Any],
+) -> None:
+    """Measure ``target`` into ``result`` with ``pinned`` kept in the page cache, recording
+    the residency and the CPU busy share of the section."""
+    with resident(pinned, result):
+        meter = CpuMeter()
+        result.update(measure_target(target, data, workdir, args.budget, args.tools))
+        result["cpu"] = meter.result()
+
+
 def run_local(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     target = local_target(data)
     result: dict[str, Any] = {}
     try:
-        with resident([data.big_file, data.many_file], result):
-            meter = CpuMeter()
-            result.update(measure_target(target, data, workdir, args.budget, args.tools))
-            result["cpu"] = meter.result()
+        measure_resident(target, [data.big_file, data.many_file], data, workdir, args, result)
     finally:
         target.raw_reader.close()
     return result
@@ -930,10 +934,7 @@ def run_http(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict[str
         raw = HttpRaw(urls)
         target = Target("http", "http", refs, [], {}, dict(os.environ), raw)
         try:
-            with resident([data.big_file, data.many_file], result):
-                meter = CpuMeter()
-                result.update(measure_target(target, data, workdir, args.budget, args.tools))
-                result["cpu"] = meter.result()
+            measure_resident(target, [data.big_file, data.many_file], data, workdir, args, result)
         finally:
             raw.close()
     return result
@@ -977,10 +978,7 @@ def run_s3(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict[str, 
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)  # the in-process fsspec and s3fs see the dummy credentials
         try:
-            with resident(pinned, result):
-                meter = CpuMeter()
-                result.update(measure_target(target, data, workdir, args.budget, args.tools))
-                result["cpu"] = meter.result()
+            measure_resident(target, pinned, data, workdir, args, result)
         finally:
             for k, v in saved.items():
                 if v is None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from refmount.stats import STATS_FILE
 from tests.servers import (
     AWS_VARIABLES_TO_CLEAR,
     DUMMY_AWS_ENVIRONMENT,
@@ -37,7 +38,6 @@ FAULTS = (Fault.ERROR_503, Fault.RESET, Fault.TRUNCATE)
 
 MOUNT_TIMEOUT = 60.0
 EXIT_TIMEOUT = 30.0
-STATS_FILE = ".refmount-stats"
 
 
 # ----------------------------------------------------------------------------- arguments

@@ -95,7 +95,9 @@ def load_json(source: ReferenceSource, options: LoadOptions) -> JsonReferenceSet
         refs = stream_document(data, url, source.base_url, options)
         if refs is not None:
             del data  # before the references are frozen (which takes memory of its own)
-            if refs.freeze().has_repeated_keys:  # rare: read the file again, the ordinary way
+            if refs.freeze(
+                find_repeats=True
+            ).has_repeated_keys:  # rare: read the file again, the ordinary way
                 refs, data = None, decompress(source.read(), url)
         if refs is None:  # not streamable: load it whole, for the established answer
             text = decode_json(data, url)

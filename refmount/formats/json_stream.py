@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from refmount.errors import ReferenceFormatError
-from refmount.formats.json_v1 import GenItem
+from refmount.formats.json_v1 import expand_gen
 from refmount.formats.options import PROGRESS_STEP, LoadOptions
 from refmount.formats.templates import Templates
 from refmount.formats.values import CompactReferences, ValueParser
@@ -199,7 +199,8 @@ def stream_document(
     document must be loaded the ordinary way (see the module's docstring).
 
     The references are not frozen yet: freeze them once ``data`` is released (freezing
-    takes memory of its own), then check ``has_repeated_keys``: a key repeated in the
+    takes memory of its own) with ``find_repeats``, then check ``has_repeated_keys``: a key
+    repeated in the
     document (json.loads keeps its last value) is only found then, and means the document
     must be loaded the ordinary way after all.
     """
@@ -270,8 +271,6 @@ def _stream_v1(
     out = refs.finish()
     if gen:
         if len(set(out.keys())) != len(out):
-            return None
-        out.expect_duplicates()  # generated keys replace refs keys of the same name
-        for index, item in enumerate(gen):
-            GenItem(index, templates, parser).expand(item, out)
+            return None  # a repeated refs key: json.loads keeps its last value
+        expand_gen(gen, templates, parser, out)
     return out

@@ -48,11 +48,19 @@ def load_v1(
     raw_refs = _member(document, "refs", dict, {}, "an object", source)
     refs = parse_refs(raw_refs, parser, on_invalid, consume, options.progress)
     gen = _member(document, "gen", list, [], "a list", source)
+    expand_gen(gen, templates, parser, refs)
+    return refs
+
+
+def expand_gen(
+    gen: Sequence[object], templates: Templates, parser: ValueParser, refs: CompactReferences
+) -> None:
+    """Add the references of every ``gen`` item to ``refs``; generated keys replace ``refs``
+    keys of the same name."""
     if gen:
-        refs.expect_duplicates()  # generated keys replace refs keys of the same name
+        refs.expect_duplicates()
     for index, item in enumerate(gen):
         GenItem(index, templates, parser).expand(item, refs)
-    return refs
 
 
 class GenItem:

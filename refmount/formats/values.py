@@ -195,8 +195,12 @@ class CompactReferences(Mapping[str, Reference]):
         """Store ``reference`` under ``key`` (``put`` as an item assignment)."""
         self.put(key, reference)
 
-    def freeze(self) -> CompactReferences:
-        """Drop the per-key Python objects; no more keys can be added. Returns ``self``."""
+    def freeze(self, *, find_repeats: bool = False) -> CompactReferences:
+        """Drop the per-key Python objects; no more keys can be added. Returns ``self``.
+
+        With ``find_repeats``, ``has_repeated_keys`` says afterwards whether a key was stored
+        twice (possible only when ``unique_keys`` was promised wrongly).
+        """
         if self._frozen:
             return self
         keys = self._keys
@@ -211,7 +215,8 @@ class CompactReferences(Mapping[str, Reference]):
         if any(a >= b for a, b in itertools.pairwise(keys)):
             # UTF-8 bytes sort like the code points they encode, so the order holds for both.
             self._order = array("l", sorted(range(len(keys)), key=keys.__getitem__))
-            self._repeated = any(keys[a] == keys[b] for a, b in itertools.pairwise(self._order))
+            if find_repeats:
+                self._repeated = any(keys[a] == keys[b] for a, b in itertools.pairwise(self._order))
         self._keys = []
         self._slots = None
         self._url_ids = {}
@@ -220,8 +225,7 @@ class CompactReferences(Mapping[str, Reference]):
 
     @property
     def has_repeated_keys(self) -> bool:
-        """Return True when a frozen store holds a key twice (only possible with
-        ``unique_keys`` when the keys were not unique after all)."""
+        """Return True when ``freeze(find_repeats=True)`` found a key stored twice."""
         return self._repeated
 
     # ----------------------------------------------------------------- reading

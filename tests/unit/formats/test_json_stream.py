@@ -32,7 +32,7 @@ def ordinary(text: str | bytes) -> dict[str, Reference] | str:
 
 def streamed(data: bytes) -> dict[str, Reference] | None:
     refs = stream_document(data, SOURCE, BASE, LoadOptions())
-    if refs is None or refs.freeze().has_repeated_keys:
+    if refs is None or refs.freeze(find_repeats=True).has_repeated_keys:
         return None
     return dict(refs)
 
