@@ -326,7 +326,11 @@ class RefFilesystem:
         """
         references = self._references
         if self._tree.is_static(entry.inode):
-            reference = references.get(prefix + entry.name)
+            key = prefix + entry.name
+            length = references.known_length(key)
+            if length is not None:
+                return length
+            reference = references.get(key)  # a whole file (its size may be known), or none
         else:
             source = self._tree.file_source(entry.inode)
             assert isinstance(source, GridChunk)

@@ -112,6 +112,15 @@ def ravel(indices: Sequence[int], shape: Sequence[int]) -> int:
     return flat
 
 
+def reference_length(reference: Reference | None) -> int | None:
+    """Return the byte length of a range or inline reference; None for a whole file or none."""
+    if isinstance(reference, Range):
+        return reference.length
+    if isinstance(reference, Inline):
+        return len(reference.data)
+    return None
+
+
 class ReferenceSet(Protocol):
     """A loaded reference set: explicit keys, plus chunk grids whose keys are derived."""
 
@@ -126,6 +135,11 @@ class ReferenceSet(Protocol):
 
     def get(self, key: str) -> Reference | None:
         """Return the reference of an explicit key, or ``None``; never blocks."""
+        ...
+
+    def known_length(self, key: str) -> int | None:
+        """Return the byte length of an explicit key's range or inline data, without building
+        the reference (a listing's hot path); None for a whole-file reference or no key."""
         ...
 
     @property

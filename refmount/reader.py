@@ -24,7 +24,7 @@ from refmount.errors import (
     TargetError,
     TargetReadError,
 )
-from refmount.model import Inline, Range, Reference, Whole
+from refmount.model import Inline, Range, Reference, Whole, reference_length
 
 log = logging.getLogger(__name__)
 
@@ -239,13 +239,10 @@ class Reader:
 
     def known_size(self, reference: Reference) -> int | None:
         """Return the reference's size if it is known without asking the target."""
-        match reference:
-            case Inline(data):
-                return len(data)
-            case Range(length=length):
-                return length
-            case Whole(url):
-                return self._known_sizes.get(url)
+        length = reference_length(reference)
+        if length is None and isinstance(reference, Whole):
+            return self._known_sizes.get(reference.url)
+        return length
 
     async def size(self, key: str, reference: Reference) -> int:
         """Return the number of bytes a read of the whole reference returns."""

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from refmount.model import ChunkGrid, Range, Reference, Whole
+from refmount.model import ChunkGrid, Range, Reference, Whole, reference_length
 
 
 @dataclass
@@ -99,6 +99,9 @@ class DictReferences:
 
     def get(self, key: str) -> Reference | None:
         return self.explicit.get(key)
+
+    def known_length(self, key: str) -> int | None:
+        return reference_length(self.explicit.get(key))
 
     @property
     def grids(self) -> Sequence[ChunkGrid]:

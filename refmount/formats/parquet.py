@@ -18,7 +18,15 @@ from refmount import urls
 from refmount.errors import ReferenceFormatError
 from refmount.formats import zarr_meta
 from refmount.formats.options import LoadOptions
-from refmount.model import ChunkGrid, Inline, Range, Reference, ReferenceSource, Whole
+from refmount.model import (
+    ChunkGrid,
+    Inline,
+    Range,
+    Reference,
+    ReferenceSource,
+    Whole,
+    reference_length,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -166,6 +174,10 @@ class ParquetReferenceSet:
     def get(self, key: str) -> Reference | None:
         """Return the bytes of a metadata key (or of ``.zmetadata``), or ``None``; never blocks."""
         return self._explicit.get(key)
+
+    def known_length(self, key: str) -> int | None:
+        """Return the length of a metadata key's bytes, or None when there is no such key."""
+        return reference_length(self._explicit.get(key))
 
     @property
     def grids(self) -> Sequence[ChunkGrid]:

@@ -280,6 +280,14 @@ class CompactReferences(Mapping[str, Reference]):
         start = self._offsets[slot]
         return Inline(bytes(self._inline[start : start + self._lengths[slot]]))
 
+    def known_length(self, key: str) -> int | None:
+        """Return the length of ``key``'s range or inline data; None for a whole-file
+        reference or an absent key."""
+        slot = self._slot(key)
+        if slot is None or self._kinds[slot] == _WHOLE:
+            return None
+        return self._lengths[slot]
+
     def get(self, key: str, default: object = None) -> Reference | None:  # type: ignore[override]
         """Return the reference of ``key``, or ``None``."""
         slot = self._slot(key)

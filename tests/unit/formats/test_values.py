@@ -310,6 +310,20 @@ def test_frozen_lookups_in_any_order_find_every_key(walk: str) -> None:
         assert compact.get(key + "!") is None
 
 
+@pytest.mark.parametrize("frozen", [False, True])
+def test_known_length_without_building_the_reference(frozen: bool) -> None:
+    compact = CompactReferences()
+    for key, reference in compact_examples().items():
+        compact.put(key, reference)
+    if frozen:
+        compact.freeze()
+    assert compact.known_length("z/1") == 10
+    assert compact.known_length("a") == 5
+    assert compact.known_length("m") == 256
+    assert compact.known_length("é/ß") is None  # a whole file: its size takes the target
+    assert compact.known_length("nope") is None
+
+
 def test_compact_references_share_one_url_string() -> None:
     compact = CompactReferences(unique_keys=True)
     url = "s3://bucket/" + "x" * 50
