@@ -188,6 +188,7 @@ def mount_and_serve(
     try:
         trio.run(_serve, mountpoint, ready, reader, tuning)
     finally:
+        store.close()
         log.info("unmounting %s", mountpoint)
         notify.stopping(f"unmounting {mountpoint}")
         pyfuse3.close(unmount=True)

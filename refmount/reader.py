@@ -48,6 +48,10 @@ class Target(Protocol):
         """Return the size of the whole target ``url``."""
         ...
 
+    def read_now(self, url: str, start: int, end: int) -> bytes | None:
+        """Return ``read_range``'s answer if it is at hand without waiting, else None."""
+        ...
+
 
 @dataclass
 class _Flight(Generic[T]):
@@ -164,6 +168,7 @@ class Reader:
     ``block_size``. Every fetch must return exactly the bytes asked for: a shorter answer is
     retried and then a ``ShortReadError``, never padded; a longer one means the server ignored
     the range. Each request is bounded by ``retry.timeout`` and retried as ``retry`` says.
+    A read the target can answer at once (``read_now``) skips all of that and the cache.
     Runs on the event loop thread only.
 
     Prefetch runs in the background only once ``start_background`` gave a nursery: blocks
@@ -265,7 +270,9 @@ class Reader:
         """Return up to ``size`` bytes at ``offset``; fewer only at the end of the file.
 
         A read inside a whole-fetched reference is a view of the cached bytes, not a copy:
-        the kernel copies it once more anyway, and the cached bytes never change.
+        the kernel copies it once more anyway, and the cached bytes never change. What the
+        target has at hand (``read_now``: a local file in the page cache) is returned as it
+        is and not cached: the page cache already holds it.
         """
         self._reads += 1
         if isinstance(reference, Inline):
@@ -277,6 +284,12 @@ class Reader:
             return b""
         base = reference.offset if isinstance(reference, Range) else 0
         end = min(offset + size, total)
+        at_hand = self._target.read_now(reference.url, base + offset, base + end)
+        if at_hand is not None and len(at_hand) == end - offset:
+            self._fetch_count += 1  # a read of the target all the same, just not a wait
+            self._bytes_fetched += len(at_hand)
+            self._bytes_served += len(at_hand)
+            return at_hand
         if total <= self._config.whole_fetch_limit:
             blob = await self._fetch(key, reference.url, base, base + total)
             data: bytes | memoryview = memoryview(blob)[offset:end]
@@ -341,7 +354,9 @@ class Reader:
         ``spans`` are ``(start, end)`` of references of up to ``whole_fetch_limit`` in one
         object, in order, each starting after the previous one ends (``key`` names them in
         logs). Spans already cached or in flight at the front count as fetched ahead; when
-        they amount to half the limit nothing is done. Otherwise the next run of missing
+        they amount to half the limit, in bytes or in references, nothing is done (so the
+        requests stay large: a reader in order sends one per half window, not one per file).
+        Otherwise the next run of missing
         spans, up to ``neighbour_bytes`` (less when the budget is short: prefetch keeps
         in-flight data under half of it) and ``neighbour_count``, is claimed in the
         single-flight table at once (no ``await``) and fetched in one range request in the
@@ -351,7 +366,7 @@ class Reader:
         if self._nursery is None or config.neighbour_bytes <= 0:
             return 0
         limit = min(config.neighbour_bytes, self._prefetch_room())
-        ahead = 0
+        ahead = ahead_count = 0
         run: list[tuple[int, int]] = []
         for start, end in spans:
             cache_key = (url, start, end)
@@ -359,8 +374,9 @@ class Reader:
                 if run:
                     break
                 ahead += end - start
+                ahead_count += 1
                 continue
-            if not run and ahead * 2 >= limit:
+            if not run and (ahead * 2 >= limit or ahead_count * 2 >= config.neighbour_count):
                 return 0
             if end - (run[0][0] if run else start) > limit or len(run) >= config.neighbour_count:
                 break

@@ -3,8 +3,10 @@ the local-root check, the trio↔asyncio bridge, error classification, and the r
 
 Async filesystems (HTTP, S3 …) run on fsspec's own asyncio loop thread; trio awaits their
 results through ``_wait_for_future`` without a thread per request, at most
-``connections_per_host`` at a time per host. Blocking filesystems (local files …) run in worker
-threads bounded by one ``trio.CapacityLimiter``. Every failure leaves as ``RemoteError``, marked
+``connections_per_host`` at a time per host. Plain local files are read through descriptors
+kept open (``LocalFiles``: from the page cache on the loop's thread, else in a worker thread);
+other blocking filesystems run in worker threads. All worker threads are bounded by one
+``trio.CapacityLimiter``. Every failure leaves as ``RemoteError``, marked
 retryable or not; retrying is the reader's business.
 
 Storage options may be keyed by URL prefix (``https://host``); each (protocol, option key)
@@ -35,6 +37,7 @@ import trio
 from fsspec.implementations.local import LocalFileSystem
 
 from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError
+from refmount.local_files import LocalFiles
 from refmount.urls import directory_of, protocol_of
 
 log = logging.getLogger(__name__)
@@ -358,6 +361,13 @@ class Store:
         self._clock = clock
         self._pins: dict[str, Pin] = {}
         self._pinning: dict[str, trio.Event] = {}
+        self._local = LocalFiles(self._threads)
+        self._local_paths: dict[str, str] = {}
+        """URL → path of local files read at least once (the path ``LocalFiles`` keys)."""
+
+    def close(self) -> None:
+        """Close the local files kept open (call it on the event loop's thread, at the end)."""
+        self._local.close()
 
     def filesystem(self, url: str) -> tuple[FileSystem, str]:
         """Return the filesystem that serves ``url`` and the path to give it."""
@@ -501,18 +511,60 @@ class Store:
             raise RemoteChangedError(url, pin.describe(), current.describe())
         pin.checked = current.checked
 
+    def read_now(self, url: str, start: int, end: int) -> bytes | None:
+        """Return ``read_range``'s answer if it is at hand without waiting, else None.
+
+        Only a plain local file already read once (its descriptor is open; with local roots,
+        its path must still resolve to the file that passed the check) whose range the page
+        cache holds, and whose pin needs no new look-up, is read here; the bytes are checked
+        against the pin as ``read_range`` checks them. Any doubt answers None, and
+        ``read_range`` does the full work.
+        """
+        path = self._local_paths.get(url)
+        if path is None:
+            return None
+        if self._local_roots is not None:
+            try:  # at every read, as read_range does: a link swapped since is refused there
+                if self._local_roots.resolve(url) != path:
+                    return None
+            except RemoteError:
+                return None
+        found = self._local.read_now(path, start, end)
+        if found is None:
+            return None
+        data, status = found
+        pin = self._pins.get(url) if self._pin else None
+        if pin is not None and pin.known:
+            now = self._clock()
+            stale = now - pin.checked >= self._recheck_after
+            if stale or not pin.same(Pin.from_stat(status, now)):
+                return None
+        return data
+
     async def _read_local(self, url: str, fs: FileSystem, path: str, start: int, end: int) -> bytes:
+        """Read a local file through its kept-open descriptor (see ``LocalFiles``).
+
+        Pinned: the descriptor's status after each read must match the pin (a file written
+        in place); once the last check is ``recheck_after`` old, the path is looked up again
+        too (a file replaced by another: the descriptor still reads the old one).
+        """
         pin = await self._pinned(url, fs, path) if self._pin else None
-
-        def read() -> tuple[bytes, os.stat_result | None]:
-            data = cast(bytes, fs.cat_file(path, start=start, end=end))
-            return data, os.stat(path) if pin is not None else None
-
-        data, status = await self._in_thread(url, read)
-        if pin is not None and status is not None:
-            current = Pin.from_stat(status, self._clock())
-            if pin.known and not pin.same(current):
+        try:
+            data, status = await self._local.read(path, start, end)
+        except OSError as error:
+            raise remote_error(url, error) from error
+        self._local_paths[url] = path
+        if pin is None or not pin.known:
+            return data
+        now = self._clock()
+        if not pin.same(Pin.from_stat(status, now)):
+            raise RemoteChangedError(url, pin.describe(), Pin.from_stat(status, now).describe())
+        if now - pin.checked >= self._recheck_after:
+            current = Pin.from_stat(await self._in_thread(url, lambda: os.stat(path)), now)
+            if not pin.same(current):
+                self._local.forget(path)
                 raise RemoteChangedError(url, pin.describe(), current.describe())
+            pin.checked = now
         return data
 
     # ------------------------------------------------------------------ running requests

@@ -43,7 +43,8 @@ class MemoryTarget:
     ``truncate`` serves an object shorter than it is; ``failing`` URLs raise a permanent
     ``RemoteError``; ``flaky[url] = n`` fails the next ``n`` requests with a retryable one;
     ``ignore_range`` URLs answer every range with the whole object, like an HTTP server that
-    ignores Range; ``gate`` (a ``trio.Event``) holds every request until it is set.
+    ignores Range; ``gate`` (a ``trio.Event``) holds every request until it is set;
+    ``at_hand`` URLs are answered by ``read_now`` (logged in ``immediate``) without a request.
     """
 
     objects: dict[str, bytes] = field(default_factory=dict)
@@ -54,6 +55,8 @@ class MemoryTarget:
     ignore_range: set[str] = field(default_factory=set)
     truncate: dict[str, int] = field(default_factory=dict)
     gate: object | None = None
+    at_hand: set[str] = field(default_factory=set)
+    immediate: list[tuple[str, int, int]] = field(default_factory=list)
 
     def _fail(self, url: str) -> None:
         from refmount.errors import RemoteError
@@ -76,6 +79,13 @@ class MemoryTarget:
         self.sizes.append(url)
         self._fail(url)
         return len(self.objects[url])
+
+    def read_now(self, url: str, start: int, end: int) -> bytes | None:
+        """Answer at once for URLs in ``at_hand`` (as local files in the page cache are)."""
+        if url not in self.at_hand:
+            return None
+        self.immediate.append((url, start, end))
+        return self.objects[url][: self.truncate.get(url)][start:end]
 
 
 @dataclass

@@ -56,6 +56,34 @@ async def test_small_range_is_fetched_whole_once(target: MemoryTarget) -> None:
     assert (stats.fetches, stats.bytes_fetched, stats.cache_hits) == (1, 1000, 1)
 
 
+async def test_data_at_hand_is_taken_as_asked_without_a_request_or_cache(
+    target: MemoryTarget,
+) -> None:
+    target.at_hand.add("mem://obj")
+    reader = reader_for(target)
+    ref = Range("mem://obj", 100, 1000)
+    assert await reader.read("k", ref, 0, 10) == DATA[100:110]
+    assert await reader.read("k", ref, 10, 10) == DATA[110:120]
+    assert await reader.read("k", ref, 995, 10) == DATA[1095:1100]
+    assert target.immediate == [
+        ("mem://obj", 100, 110),
+        ("mem://obj", 110, 120),
+        ("mem://obj", 1095, 1100),
+    ]
+    assert target.ranges == []
+    stats = reader.statistics()
+    assert (stats.fetches, stats.bytes_fetched, stats.cache_hits, stats.bytes_served) == (
+        3,
+        25,
+        0,
+        25,
+    )
+    target.truncate["mem://obj"] = 500  # what is at hand is short: the request decides
+    with pytest.raises(ShortReadError):
+        await reader.read("k", Range("mem://obj", 400, 200), 90, 20)
+    assert target.ranges == [("mem://obj", 400, 600)]
+
+
 async def test_empty_range_needs_no_request(target: MemoryTarget) -> None:
     reader = reader_for(target)
     assert await reader.read("k", Range("mem://obj", 5, 0), 0, 4096) == b""

@@ -17,6 +17,7 @@ from fsspec.asyn import AsyncFileSystem
 
 from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError
 from refmount.store import FsspecSource, LocalRoots, Pin, StorageOptions, Store, is_retryable
+from tests.pagecache import skip_unless_nowait
 
 
 class SlowAsyncFileSystem(AsyncFileSystem):  # type: ignore[misc]
@@ -134,7 +135,7 @@ def test_chained_urls_get_options_per_protocol() -> None:
     assert options.for_url("s3://b/refs.json") == {"anon": True}
 
 
-async def test_local_files_are_read_in_worker_threads(tmp_path: Path) -> None:
+async def test_local_files_are_read_through_kept_descriptors(tmp_path: Path) -> None:
     path = tmp_path / "data.bin"
     path.write_bytes(b"0123456789")
     store = Store()
@@ -340,6 +341,25 @@ async def test_the_store_checks_local_roots_at_every_read(tmp_path: Path) -> Non
         await store.read_range(f"simplecache::file://{secret}", 0, 1)
 
 
+async def test_read_now_resolves_links_under_local_roots_at_every_read(tmp_path: Path) -> None:
+    skip_unless_nowait(tmp_path)
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "data.bin").write_bytes(b"0123456789")
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(b"SECRETSECRET")
+    link = root / "link.bin"
+    link.symlink_to(root / "data.bin")
+    store = Store(local_roots=LocalRoots([str(root)]))
+    assert await store.read_range(str(link), 0, 4) == b"0123"
+    assert store.read_now(str(link), 4, 8) == b"4567"
+    link.unlink()
+    link.symlink_to(secret)
+    assert store.read_now(str(link), 4, 8) is None
+    with pytest.raises(RemoteAccessError):
+        await store.read_range(str(link), 4, 8)
+
+
 # ------------------------------------------------------------------ version pinning
 
 
@@ -440,6 +460,54 @@ async def test_local_targets_are_pinned_by_mtime_and_size(tmp_path: Path) -> Non
         await store.read_range(str(path), 2, 4)
     unpinned = Store(pin=False)
     assert await unpinned.read_range(str(path), 2, 4) == b"cd"
+
+
+async def test_a_local_file_replaced_by_another_is_noticed_once_the_check_is_old(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "data.bin"
+    path.write_bytes(b"0123456789")
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    now = [0.0]
+    store = Store(pin=True, recheck_after=5.0, clock=lambda: now[0])
+    assert await store.read_range(str(path), 0, 2) == b"01"
+    (tmp_path / "new.bin").write_bytes(b"abcdefghij")
+    os.replace(tmp_path / "new.bin", path)  # the kept descriptor still reads the old file
+    now[0] = 4.0
+    assert await store.read_range(str(path), 2, 4) == b"23"  # the pinned version, whole
+    now[0] = 6.0
+    with pytest.raises(RemoteChangedError, match="1000000000ns"):
+        await store.read_range(str(path), 4, 6)
+    with pytest.raises(RemoteChangedError):  # the new file is read now, and refused
+        await store.read_range(str(path), 4, 6)
+
+
+async def test_read_now_serves_local_files_already_read_from_the_page_cache(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "data.bin"
+    skip_unless_nowait(tmp_path)
+    path.write_bytes(b"0123456789")
+    now = [0.0]
+    store = Store(pin=True, recheck_after=5.0, clock=lambda: now[0])
+    url = str(path)
+    assert store.read_now(url, 0, 2) is None  # never read: its path is not checked yet
+    assert await store.read_range(url, 0, 2) == b"01"
+    assert store.read_now(url, 2, 6) == b"2345"
+    assert store.read_now("https://example.invalid/x", 0, 1) is None
+    now[0] = 6.0
+    assert store.read_now(url, 2, 6) is None  # the pin is due for a check: read_range does it
+    assert await store.read_range(url, 2, 6) == b"2345"
+    assert store.read_now(url, 6, 8) == b"67"
+    path.write_bytes(b"abcdefghij")  # the same file, written again: a new mtime
+    assert store.read_now(url, 0, 2) is None
+    with pytest.raises(RemoteChangedError):
+        await store.read_range(url, 0, 2)
+    unpinned = Store(pin=False)
+    await unpinned.read_range(url, 0, 1)
+    assert unpinned.read_now(url, 0, 4) == b"abcd"
+    store.close()
+    unpinned.close()
 
 
 def test_pins_describe_and_compare_versions() -> None:
