@@ -443,7 +443,10 @@ class RefFilesystem:
             self._sibling_indexes.popitem(last=False)
 
     def _prefetch_after(self, parent: Inode, reference: Range) -> None:
-        """Hand the chain of references that follow ``reference`` in its object to the reader."""
+        """Hand the chain of references that follow ``reference`` in its object to the reader.
+
+        Up to twice ``neighbour_count``: those already ahead, then a full run to fetch.
+        """
         index = self._sibling_indexes.get(parent)
         siblings = None if index is None else index.get(reference.url)
         if siblings is None:
@@ -452,7 +455,7 @@ class RefFilesystem:
         spans: list[tuple[int, int]] = []
         end = reference.offset
         position = bisect.bisect_left(siblings.offsets, reference.offset)
-        while position < len(siblings.offsets) and len(spans) < config.neighbour_count:
+        while position < len(siblings.offsets) and len(spans) < 2 * config.neighbour_count:
             start, stop = siblings.offsets[position], siblings.ends[position]
             position += 1
             if start > end + (config.neighbour_gap if spans else 0):

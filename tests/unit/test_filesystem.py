@@ -486,6 +486,18 @@ async def test_in_order_chunks_of_one_object_are_fetched_together() -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_small_chunks_in_order_are_fetched_in_runs_of_the_count_limit() -> None:
+    fs, target, reader = chunked_fs(neighbour_bytes=100 * CHUNK, neighbour_count=4)
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        for number in range(CHUNKS):
+            assert await read_chunk(fs, number) == expected(number)
+        # the next run is asked for once fewer than half of the count are ahead: never a
+        # request per chunk once reading is in order
+        assert spans(target) == [(0, 1000), (1000, 5000), (5000, 9000), (9000, 12000)]
+        nursery.cancel_scope.cancel()
+
+
 async def test_random_order_prefetches_nothing() -> None:
     fs, target, reader = chunked_fs()
     order = [5, 2, 9, 0, 7, 3, 11, 1, 6, 10, 4, 8]
