@@ -71,6 +71,10 @@ SIBLING_INDEXES = 8
 OPEN_HISTORY = 1024
 """How many directories remember their last opened file (to spot in-order opens)."""
 
+RECENT_REFERENCES = 1024
+"""References of the files last looked up, kept so that the open that follows a lookup (and
+the reads' size checks) do not work them out again; oldest dropped first."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Siblings:
@@ -219,6 +223,7 @@ class RefFilesystem:
         self._statistics = Statistics() if statistics is None else statistics
         self._target_problem = target_problem
         self._problems: dict[str, str | None] = {}
+        self._recent_references: dict[Inode, Reference] = {}
         self._last_open: OrderedDict[Inode, tuple[str, int, int]] = OrderedDict()
         self._sibling_indexes: OrderedDict[Inode, _SiblingIndex | None] = OrderedDict()
         self._indexing: set[Inode] = set()
@@ -560,6 +565,9 @@ class RefFilesystem:
         return FilesystemStatistics(BLOCK_SIZE, self._tree.node_count, 255)
 
     async def _reference(self, inode: Inode) -> Reference:
+        recent = self._recent_references.get(inode)
+        if recent is not None:
+            return recent
         source = self._tree.file_source(inode)
         if isinstance(source, StaticFile):
             reference = self._references.get(source.key)
@@ -567,6 +575,10 @@ class RefFilesystem:
             reference = await self._chunk(inode, source)
         if reference is None:
             raise NotFoundError(f"inode {inode} has no reference")
+        recent_references = self._recent_references
+        if len(recent_references) >= RECENT_REFERENCES:
+            del recent_references[next(iter(recent_references))]
+        recent_references[inode] = reference
         return reference
 
     async def _size(self, inode: Inode, reference: Reference) -> int:
