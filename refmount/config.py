@@ -46,7 +46,8 @@ class ReadConfig:
 
     Neighbour prefetch (``neighbour_bytes`` 0: off) fetches the next references of a
     directory that lie in the same object, at most ``neighbour_gap`` bytes apart, together in
-    one request of up to ``neighbour_bytes`` and ``neighbour_count`` references. Block
+    one run of up to ``neighbour_bytes`` and ``neighbour_count`` references, sent as parallel
+    range requests of up to ``neighbour_part_bytes`` each. Block
     prefetch (``prefetch_blocks`` 0: off) fetches up to that many blocks ahead of a
     sequential read of a large reference.
     """
@@ -57,6 +58,7 @@ class ReadConfig:
     neighbour_gap: int = 64 * KIB
     neighbour_bytes: int = 8 * MIB
     neighbour_count: int = 64
+    neighbour_part_bytes: int = 2 * MIB
     prefetch_blocks: int = 8
 
 

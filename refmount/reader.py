@@ -359,8 +359,10 @@ class Reader:
         Otherwise the next run of missing
         spans, up to ``neighbour_bytes`` (less when the budget is short: prefetch keeps
         in-flight data under half of it) and ``neighbour_count``, is claimed in the
-        single-flight table at once (no ``await``) and fetched in one range request in the
-        background. Return the number of bytes requested.
+        single-flight table at once (no ``await``) and fetched in the background: in one
+        range request per ``neighbour_part_bytes``, all at once, so the first files of the
+        run arrive sooner and the parts share the bandwidth. Return the number of bytes
+        requested.
         """
         config = self._config
         if self._nursery is None or config.neighbour_bytes <= 0:
@@ -383,23 +385,26 @@ class Reader:
             run.append((start, end))
         if not run or (ahead == 0 and len(run) == 1):
             return 0  # the read being served asks for that one anyway
-        claimed: list[tuple[tuple[str, int, int], _Flight[bytes]]] = []
-        for start, end in run:
-            cache_key = (url, start, end)
-            flight = self._fetches.claim(cache_key)
-            assert flight is not None  # checked above, with no await in between
-            claimed.append((cache_key, flight))
-        first, last = run[0][0], run[-1][1]
-        self._in_flight_bytes += last - first
-        self._cache.shrink(self._in_flight_bytes)
-        self._prefetches += 1
-        self._bytes_prefetched += last - first
-        try:
-            self.spawn(lambda: self._coalesced(key, url, claimed), f"{url} [{first}, {last})")
-        except BaseException:
-            self._release(claimed, last - first)
-            raise
-        return last - first
+        requested = 0
+        for part in _parts(run, config.neighbour_part_bytes):
+            claimed: list[tuple[tuple[str, int, int], _Flight[bytes]]] = []
+            for start, end in part:
+                flight = self._fetches.claim((url, start, end))
+                assert flight is not None  # checked above, with no await in between
+                claimed.append(((url, start, end), flight))
+            first, last = part[0][0], part[-1][1]
+            self._in_flight_bytes += last - first
+            self._cache.shrink(self._in_flight_bytes)
+            self._prefetches += 1
+            self._bytes_prefetched += last - first
+            requested += last - first
+            try:
+                job = functools.partial(self._coalesced, key, url, claimed)
+                self.spawn(job, f"{url} [{first}, {last})")
+            except BaseException:
+                self._release(claimed, last - first)
+                raise
+        return requested
 
     async def _coalesced(
         self, key: str, url: str, claimed: list[tuple[tuple[str, int, int], _Flight[bytes]]]
@@ -532,6 +537,17 @@ class Reader:
             self._prefetches,
             self._bytes_prefetched,
         )
+
+
+def _parts(run: list[tuple[int, int]], size: int) -> list[list[tuple[int, int]]]:
+    """Split a run of spans into consecutive parts of at most ``size`` bytes (one span at least)."""
+    parts: list[list[tuple[int, int]]] = [[run[0]]]
+    for span in run[1:]:
+        if span[1] - parts[-1][0][0] > size:
+            parts.append([span])
+        else:
+            parts[-1].append(span)
+    return parts
 
 
 @dataclass(slots=True)

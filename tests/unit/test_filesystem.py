@@ -498,6 +498,30 @@ async def test_small_chunks_in_order_are_fetched_in_runs_of_the_count_limit() ->
         nursery.cancel_scope.cancel()
 
 
+async def test_a_run_goes_out_as_parallel_parts() -> None:
+    fs, target, reader = chunked_fs(neighbour_part_bytes=2 * CHUNK)
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        assert await read_chunk(fs, 0) == expected(0)
+        target.gate = gate = trio.Event()
+        handle = await fs.open(await path_inode(fs, "x/1"), os.O_RDONLY)
+        await trio.testing.wait_all_tasks_blocked()
+        assert sorted(spans(target)) == [(0, 1000), (1000, 3000), (3000, 5000)]  # both in flight
+        gate.set()
+        assert await fs.read(handle, 0, CHUNK) == expected(1)
+        fs.release(handle)
+        for number in range(2, CHUNKS):
+            assert await read_chunk(fs, number) == expected(number)
+        assert sorted(spans(target)[3:]) == [
+            (5000, 7000),
+            (7000, 9000),
+            (9000, 11000),
+            (11000, 12000),
+        ]
+        assert reader.statistics().prefetches == 6
+        nursery.cancel_scope.cancel()
+
+
 async def test_random_order_prefetches_nothing() -> None:
     fs, target, reader = chunked_fs()
     order = [5, 2, 9, 0, 7, 3, 11, 1, 6, 10, 4, 8]
