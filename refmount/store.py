@@ -26,7 +26,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
@@ -39,6 +38,7 @@ from fsspec.implementations.local import LocalFileSystem
 from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError
 from refmount.local_files import LocalFiles
 from refmount.urls import directory_of, protocol_of
+from refmount.versions import Pin
 
 log = logging.getLogger(__name__)
 
@@ -214,67 +214,6 @@ class LocalRoots:
 
 def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-@dataclass
-class Pin:
-    """A target's version at its first use: ETag, else modification time and size."""
-
-    etag: str | None
-    modified: str | None
-    size: int | None
-    checked: float
-    """When the target last confirmed this version (``time.monotonic``)."""
-
-    @classmethod
-    def from_info(cls, info: Mapping[str, Any], now: float) -> Pin:
-        """Return the version an fsspec ``info`` dict describes."""
-        etag = next((info[k] for k in ("ETag", "etag", "Etag") if info.get(k)), None)
-        modified: object = next(
-            (
-                info[k]
-                for k in ("Last-Modified", "LastModified", "last_modified", "mtime", "updated")
-                if info.get(k) is not None
-            ),
-            None,
-        )
-        size = info.get("size")
-        return cls(
-            None if etag is None else str(etag),
-            None if modified is None else str(modified),
-            size if isinstance(size, int) else None,
-            now,
-        )
-
-    @classmethod
-    def from_stat(cls, status: os.stat_result, now: float) -> Pin:
-        """Return the version of a local file."""
-        return cls(None, f"{status.st_mtime_ns}ns", status.st_size, now)
-
-    @property
-    def known(self) -> bool:
-        """Return True when there is anything to compare later reads with."""
-        return self.etag is not None or self.modified is not None
-
-    def same(self, other: Pin) -> bool:
-        """Return True when ``other`` is the same version."""
-        if self.etag is not None and other.etag is not None:
-            return self.etag == other.etag
-        return (self.modified, self.size) == (other.modified, other.size)
-
-    def describe(self) -> str:
-        """Return the version as a log line shows it."""
-        if self.etag is not None:
-            return f"ETag {self.etag}"
-        return f"mtime {self.modified} size {self.size}"
-
-    def http_condition(self) -> dict[str, str]:
-        """Return the request header that makes an HTTP server refuse another version."""
-        if self.etag is not None and not self.etag.startswith("W/"):
-            return {"If-Match": self.etag}  # If-Match compares strongly: weak ETags never match
-        if self.modified is not None and self.modified[:1].isalpha():  # an HTTP date
-            return {"If-Unmodified-Since": self.modified}
-        return {}
 
 
 def is_retryable(error: BaseException) -> bool:

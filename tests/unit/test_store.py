@@ -16,7 +16,7 @@ import trio
 from fsspec.asyn import AsyncFileSystem
 
 from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError
-from refmount.store import FsspecSource, LocalRoots, Pin, StorageOptions, Store, is_retryable
+from refmount.store import FsspecSource, LocalRoots, StorageOptions, Store, is_retryable
 from tests.pagecache import skip_unless_nowait
 
 
@@ -508,19 +508,6 @@ async def test_read_now_serves_local_files_already_read_from_the_page_cache(
     assert unpinned.read_now(url, 0, 4) == b"abcd"
     store.close()
     unpinned.close()
-
-
-def test_pins_describe_and_compare_versions() -> None:
-    http = Pin.from_info({"ETag": '"a"', "Last-Modified": "Mon, 01 Jan 2024 00:00:00 GMT"}, 0)
-    assert http.http_condition() == {"If-Match": '"a"'}
-    weak = Pin.from_info({"ETag": 'W/"a"', "Last-Modified": "Mon, 01 Jan 2024 00:00:00 GMT"}, 0)
-    assert weak.http_condition() == {"If-Unmodified-Since": "Mon, 01 Jan 2024 00:00:00 GMT"}
-    bare = Pin.from_info({"size": 3}, 0)
-    assert not bare.known
-    assert bare.http_condition() == {}
-    assert Pin.from_info({"ETag": '"a"', "size": 1}, 0).same(Pin.from_info({"ETag": '"a"'}, 9))
-    assert not http.same(Pin.from_info({"ETag": '"b"'}, 0))
-    assert Pin.from_info({"mtime": 5.0, "size": 3}, 0).describe() == "mtime 5.0 size 3"
 
 
 async def test_data_uris_are_read_whole_and_in_ranges() -> None:

@@ -1,0 +1,69 @@
+"""A target's version, pinned at its first use: ETag, else modification time and size."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Pin:
+    """A target's version at its first use: ETag, else modification time and size."""
+
+    etag: str | None
+    modified: str | None
+    size: int | None
+    checked: float
+    """When the target last confirmed this version (``time.monotonic``)."""
+
+    @classmethod
+    def from_info(cls, info: Mapping[str, Any], now: float) -> Pin:
+        """Return the version an fsspec ``info`` dict describes."""
+        etag = next((info[k] for k in ("ETag", "etag", "Etag") if info.get(k)), None)
+        modified: object = next(
+            (
+                info[k]
+                for k in ("Last-Modified", "LastModified", "last_modified", "mtime", "updated")
+                if info.get(k) is not None
+            ),
+            None,
+        )
+        size = info.get("size")
+        return cls(
+            None if etag is None else str(etag),
+            None if modified is None else str(modified),
+            size if isinstance(size, int) else None,
+            now,
+        )
+
+    @classmethod
+    def from_stat(cls, status: os.stat_result, now: float) -> Pin:
+        """Return the version of a local file."""
+        return cls(None, f"{status.st_mtime_ns}ns", status.st_size, now)
+
+    @property
+    def known(self) -> bool:
+        """Return True when there is anything to compare later reads with."""
+        return self.etag is not None or self.modified is not None
+
+    def same(self, other: Pin) -> bool:
+        """Return True when ``other`` is the same version."""
+        if self.etag is not None and other.etag is not None:
+            return self.etag == other.etag
+        return (self.modified, self.size) == (other.modified, other.size)
+
+    def describe(self) -> str:
+        """Return the version as a log line shows it."""
+        if self.etag is not None:
+            return f"ETag {self.etag}"
+        return f"mtime {self.modified} size {self.size}"
+
+    def http_condition(self) -> dict[str, str]:
+        """Return the request header that makes an HTTP server refuse another version."""
+        if self.etag is not None and not self.etag.startswith("W/"):
+            return {"If-Match": self.etag}  # If-Match compares strongly: weak ETags never match
+        if self.modified is not None and self.modified[:1].isalpha():  # an HTTP date
+            return {"If-Unmodified-Since": self.modified}
+        return {}
