@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 
 from refmount import cli
-from refmount.cli import ProgressReporter, build_parser, main, parse_args, split_options
+from refmount.cli import build_parser, main, parse_args, split_options
 from refmount.config import GIB, MIB
 from refmount.kernel import KernelTuning
 
@@ -223,58 +222,6 @@ def test_stats_on_a_directory_that_is_not_a_mount(
 
 
 # ---------------------------------------------------------------------- progress
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_lines_when_not_a_terminal() -> None:
-    clock = Clock()
-    stream = io.StringIO()
-    report = ProgressReporter("refs.json", stream, clock=clock)
-    for done in range(100_000, 1_000_001, 100_000):
-        clock.now += 0.5
-        report(done, 1_000_000)
-    lines = stream.getvalue().splitlines()
-    assert lines[0] == "loading refs.json: 100,000 of 1,000,000 keys"
-    assert lines[-1] == "loading refs.json: 1,000,000 of 1,000,000 keys"
-    assert len(lines) == 4  # the first, one every 2 s, and the last
-
-
-def test_no_progress_for_a_small_quick_load() -> None:
-    clock = Clock()
-    stream = io.StringIO()
-    report = ProgressReporter("refs.json", stream, clock=clock)
-    report(100_000, 150_000)
-    report(150_000, 150_000)
-    assert stream.getvalue() == ""
-    clock.now = 1.5  # a small set that loads slowly is shown once it has taken a second
-    report(150_000, 150_000)
-    assert stream.getvalue() == "loading refs.json: 150,000 of 150,000 keys\n"
-
-
-def test_progress_bar_on_a_terminal() -> None:
-    clock = Clock()
-    stream = Terminal()
-    report = ProgressReporter("refs.json", stream, clock=clock)
-    report(250_000, 1_000_000)
-    report(500_000, 1_000_000)  # within 0.1 s of the last: not redrawn
-    clock.now = 1.0
-    report(1_000_000, 1_000_000)
-    text = stream.getvalue()
-    assert text.count("\r") == 2
-    assert " 25% 250,000 of 1,000,000 keys" in text
-    assert text.endswith("[" + "#" * 30 + "] 100% 1,000,000 of 1,000,000 keys\n")
 
 
 def test_options_mount_adds_are_ignored(tmp_path: Path) -> None:
