@@ -319,7 +319,8 @@ def test_local_roots_decide_which_local_files_may_be_read(tmp_path: Path) -> Non
     assert LocalRoots([]).problem(str(root / "sub" / "a.nc")) is not None
 
 
-async def test_the_store_checks_local_roots_at_every_read(tmp_path: Path) -> None:
+def link_in_a_root(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A root with ``data.bin`` (``0123456789``) and ``link.bin`` to it; a secret outside."""
     root = tmp_path / "root"
     root.mkdir()
     (root / "data.bin").write_bytes(b"0123456789")
@@ -327,6 +328,11 @@ async def test_the_store_checks_local_roots_at_every_read(tmp_path: Path) -> Non
     secret.write_bytes(b"SECRETSECRET")
     link = root / "link.bin"
     link.symlink_to(root / "data.bin")
+    return root, link, secret
+
+
+async def test_the_store_checks_local_roots_at_every_read(tmp_path: Path) -> None:
+    root, link, secret = link_in_a_root(tmp_path)
     store = Store(local_roots=LocalRoots([str(root)]))
     assert await store.read_range(str(link), 0, 4) == b"0123"
     assert await store.size(str(link)) == 10
@@ -343,13 +349,7 @@ async def test_the_store_checks_local_roots_at_every_read(tmp_path: Path) -> Non
 
 async def test_read_now_resolves_links_under_local_roots_at_every_read(tmp_path: Path) -> None:
     skip_unless_nowait(tmp_path)
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "data.bin").write_bytes(b"0123456789")
-    secret = tmp_path / "secret.bin"
-    secret.write_bytes(b"SECRETSECRET")
-    link = root / "link.bin"
-    link.symlink_to(root / "data.bin")
+    root, link, secret = link_in_a_root(tmp_path)
     store = Store(local_roots=LocalRoots([str(root)]))
     assert await store.read_range(str(link), 0, 4) == b"0123"
     assert store.read_now(str(link), 4, 8) == b"4567"
