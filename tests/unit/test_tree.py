@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from refmount import tree as tree_module
 from refmount.errors import ReferenceFormatError
 from refmount.model import ROOT_INODE, ChunkGrid, Inode
 from refmount.tree import (
@@ -434,6 +435,15 @@ def random_keys(seed: int) -> list[str]:
     return ["/".join(rng.choices(parts, k=rng.randint(1, 3))) for _ in range(count)]
 
 
+@pytest.fixture(params=["as is", "small batches"])
+def batches(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sort directories in tiny batches and blocks too, to reach every path with few keys."""
+    if request.param == "small batches":
+        monkeypatch.setattr(tree_module, "_BATCH", 3)
+        monkeypatch.setattr(tree_module, "_MERGE_WAYS", 2)
+
+
+@pytest.mark.usefixtures("batches")
 @pytest.mark.parametrize("seed", range(40))
 def test_any_keys_give_the_plain_tree_and_its_problems_in_key_order(
     seed: int, caplog: pytest.LogCaptureFixture
@@ -451,6 +461,7 @@ def test_any_keys_give_the_plain_tree_and_its_problems_in_key_order(
         assert (caught.value.key, caught.value.problem.split(" (and ")[0]) == problems[0]
 
 
+@pytest.mark.usefixtures("batches")
 def test_a_big_directory_is_the_same_in_any_key_order() -> None:
     numeric = [f"v/{i}" for i in range(1200)]  # ascending runs of 1, 2, 3 and 4 digits
     shuffled = random.Random(1).sample(numeric, len(numeric))
@@ -464,6 +475,7 @@ def test_a_big_directory_is_the_same_in_any_key_order() -> None:
             assert walk(tree, key) == walk(trees[0], key)
 
 
+@pytest.mark.usefixtures("batches")
 def test_repeats_are_reported_in_key_order_across_directories(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -478,6 +490,7 @@ def test_repeats_are_reported_in_key_order_across_directories(
     assert caught.value.key == "b/1"
 
 
+@pytest.mark.usefixtures("batches")
 @pytest.mark.parametrize(
     "keys", [["x/b", "x/a", "x/b/c"], ["x/b/c", "x/a", "x/b"], ["x/c", "x/a", "x/b", "x/b/c"]]
 )
