@@ -32,11 +32,16 @@ class RefmountError(Exception):
 
 
 class ReferenceFormatError(RefmountError):
-    """A reference file is malformed; names the file, the key (if any) and the problem."""
+    """A reference file is malformed; names the file, the key (if any) and the problem.
+
+    The problem is kept to one line (libraries' messages may end in or hold newlines), so the
+    error is always one line of the log or of stderr.
+    """
 
     def __init__(self, source: str, key: str | None, problem: str) -> None:
         self.source = source
         self.key = key
+        problem = " ".join(problem.split())
         self.problem = problem
         where = f"{source}: key {key!r}" if key is not None else source
         super().__init__(f"{where}: {problem}")
