@@ -33,10 +33,11 @@ from refmount.model import (
     ReferenceSet,
     reference_kind,
 )
+from refmount.names import NAME_MAX
 from refmount.reader import Reader
 from refmount.stats import STATS_FILE, Statistics, encode_snapshot
 from refmount.store import LOCAL_PROTOCOLS
-from refmount.tree import MAX_INODE, NAME_MAX, Entry, GridChunk, StaticFile, Tree
+from refmount.tree import MAX_INODE, Entry, GridChunk, StaticFile, Tree
 from refmount.urls import protocol_of
 
 BLOCK_SIZE = 128 * 1024

@@ -24,7 +24,8 @@ from refmount.formats import LoadOptions, load
 from refmount.formats.parquet import load_parquet
 from refmount.formats.values import MAX_OFFSET
 from refmount.model import ROOT_INODE, Inline, Inode, Range, ReferenceSet, Whole
-from refmount.tree import NAME_MAX, GridChunk, StaticFile, Tree, key_problem
+from refmount.names import NAME_MAX, key_problem
+from refmount.tree import GridChunk, StaticFile, Tree
 
 SETTINGS = settings(
     max_examples=150,
