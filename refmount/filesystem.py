@@ -59,8 +59,10 @@ READDIR_BATCH = 256
 UNLISTED_BATCHES = 64
 """How many prepared but unsent ``readdir`` batches are kept (one per listing in progress)."""
 
-SIBLING_INDEX_LIMIT = 100_000
-"""Directories with more entries get no neighbour prefetch (their index would be too big)."""
+SIBLING_INDEX_LIMIT = 250_000
+"""Directories with more entries get no neighbour prefetch: their index (16 bytes an entry,
+up to 4 MB, of which 8 are kept) and building it (a worker thread, about 0.6 s for 200 000
+JSON keys) would cost too much."""
 
 INLINE_INDEX_LIMIT = 4096
 """Directories up to this many entries are indexed on the event loop (a few milliseconds at
@@ -479,19 +481,14 @@ class RefFilesystem:
         """
         limit = self._reader.config.whole_fetch_limit
         rows: dict[str, list[tuple[int, int]]] = {}
-        references = self._references
+        prefix = self._tree.path(parent)
+        prefix = prefix + "/" if prefix else ""
         for count, (entry, _) in enumerate(self._tree.children(parent)):
             if count >= most:
                 return None
             if entry.is_dir:
                 continue
-            source = self._tree.file_source(entry.inode)
-            if isinstance(source, StaticFile):
-                reference = references.get(source.key)
-            elif references.chunk_is_loaded(source.grid, source.index):
-                reference = references.chunk(source.grid, source.index)
-            else:
-                continue
+            reference = self._reference_at_hand(entry, prefix)
             if isinstance(reference, Range) and 0 < reference.length <= limit:
                 rows.setdefault(reference.url, []).append(
                     (reference.offset, reference.offset + reference.length)
@@ -503,6 +500,20 @@ class RefFilesystem:
                 array("q", (s for s, _ in spans)), array("q", (e for _, e in spans))
             )
         return index
+
+    def _reference_at_hand(self, entry: Entry, prefix: str) -> Reference | None:
+        """Return a file entry's reference if it is known without I/O (safe in a thread).
+
+        ``prefix`` is the directory's path with a trailing ``/`` (empty at the root): a static
+        file's key is the prefix plus its name, so the tree need not rebuild it.
+        """
+        if self._tree.is_static(entry.inode):
+            return self._references.get(prefix + entry.name)
+        source = self._tree.file_source(entry.inode)
+        assert isinstance(source, GridChunk)
+        if self._references.chunk_is_loaded(source.grid, source.index):
+            return self._references.chunk(source.grid, source.index)
+        return None
 
     async def read(self, handle: FileHandle, offset: int, size: int) -> bytes | memoryview:
         """Return ``size`` bytes at ``offset``, fewer only at the end of the file."""

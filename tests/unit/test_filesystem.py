@@ -12,6 +12,7 @@ import pytest
 import trio
 import trio.testing
 
+from refmount import filesystem
 from refmount.config import ReadConfig, RetryConfig
 from refmount.errors import (
     FilesystemError,
@@ -519,6 +520,32 @@ async def test_a_run_goes_out_as_parallel_parts() -> None:
             (11000, 12000),
         ]
         assert reader.statistics().prefetches == 6
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("inline", "most", "requests"),
+    [
+        (100, 100, 4),  # indexed at once: x/0 alone, then runs of 4 from x/1
+        (4, 100, 5),  # indexed in a thread: x/1 alone too, while the index is built
+        (4, 10, 12),  # too many entries: no index, one request per chunk
+    ],
+)
+async def test_larger_directories_are_indexed_in_a_thread_up_to_a_limit(
+    monkeypatch: pytest.MonkeyPatch, inline: int, most: int, requests: int
+) -> None:
+    monkeypatch.setattr(filesystem, "INLINE_INDEX_LIMIT", inline)
+    monkeypatch.setattr(filesystem, "SIBLING_INDEX_LIMIT", most)
+    fs, target, reader = chunked_fs()
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        for number in range(CHUNKS):
+            assert await read_chunk(fs, number) == expected(number)
+            if number == 1 and requests < CHUNKS:
+                with trio.fail_after(5):  # the index, once built, starts the first run
+                    while reader.statistics().prefetches == 0:  # noqa: ASYNC110 - a thread, no event
+                        await trio.sleep(0.01)
+        assert len(target.ranges) == requests
         nursery.cancel_scope.cancel()
 
 
