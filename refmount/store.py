@@ -305,7 +305,7 @@ class Store:
         """URL → path of local files read at least once (the path ``LocalFiles`` keys)."""
 
     def close(self) -> None:
-        """Close the local files kept open (call it on the event loop's thread, at the end)."""
+        """Close the local files kept open (once the event loop has stopped, on its thread)."""
         self._local.close()
 
     def filesystem(self, url: str) -> tuple[FileSystem, str]:
