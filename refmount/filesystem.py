@@ -60,8 +60,8 @@ UNLISTED_BATCHES = 64
 """How many prepared but unsent ``readdir`` batches are kept (one per listing in progress)."""
 
 SIBLING_INDEX_LIMIT = 250_000
-"""Directories with more entries get no neighbour prefetch: their index (16 bytes an entry,
-up to 4 MB, of which 8 are kept) and building it (a worker thread, about 0.6 s for 200 000
+"""Directories with more entries get no neighbour prefetch: their index (16 bytes an entry, so
+up to 4 MB each, and 8 are kept) and building it (in a worker thread, about 0.6 s for 200 000
 JSON keys) would cost too much."""
 
 INLINE_INDEX_LIMIT = 4096

@@ -356,12 +356,11 @@ class Reader:
         logs). Spans already cached or in flight at the front count as fetched ahead; when
         they amount to half the limit, in bytes or in references, nothing is done (so the
         requests stay large: a reader in order sends one per half window, not one per file).
-        Otherwise the next run of missing
-        spans, up to ``neighbour_bytes`` (less when the budget is short: prefetch keeps
-        in-flight data under half of it) and ``neighbour_count``, is claimed in the
-        single-flight table at once (no ``await``) and fetched in the background: in one
-        range request per ``neighbour_part_bytes``, all at once, so the first files of the
-        run arrive sooner and the parts share the bandwidth. Return the number of bytes
+        Otherwise the next run of missing spans, up to ``neighbour_bytes`` (less when the
+        budget is short: prefetch keeps in-flight data under half of it) and
+        ``neighbour_count``, is claimed in the single-flight table at once (no ``await``) and
+        fetched in the background: one range request per ``neighbour_part_bytes``, all at
+        once, so the first files of the run arrive sooner. Return the number of bytes
         requested.
         """
         config = self._config
