@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -607,6 +607,12 @@ def summarise(
     return result, checks
 
 
+def over_the_run(daemon: dict[str, Any], figure: str, show: Callable[[Any], str]) -> str:
+    """Return a daemon figure at the start, after warm-up, at the end and at its peak."""
+    values = [daemon[when][figure] for when in ("start", "after_warm_up", "end")]
+    return "/".join(show(value) for value in [*values, daemon[f"peak_{figure}"]])
+
+
 def report(result: dict[str, Any], checks: list[Check]) -> str:
     daemon = result["daemon"]
     stats = result["daemon_stats"]
@@ -627,42 +633,9 @@ def report(result: dict[str, Any], checks: list[Check]) -> str:
         ("daemon retries", str(stats["retries"])),
         ("daemon fetch errors", str(stats["errors"])),
         ("EIO reads", f"{result['eio_reads']} ({result['eio_unexplained']} unexplained)"),
-        (
-            "RSS MiB start/warm/end/peak",
-            "/".join(
-                f"{value / MIB:.0f}"
-                for value in (
-                    daemon["start"]["rss"],
-                    daemon["after_warm_up"]["rss"],
-                    daemon["end"]["rss"],
-                    daemon["peak_rss"],
-                )
-            ),
-        ),
-        (
-            "fds start/warm/end/peak",
-            "/".join(
-                str(v)
-                for v in (
-                    daemon["start"]["fds"],
-                    daemon["after_warm_up"]["fds"],
-                    daemon["end"]["fds"],
-                    daemon["peak_fds"],
-                )
-            ),
-        ),
-        (
-            "threads start/warm/end/peak",
-            "/".join(
-                str(v)
-                for v in (
-                    daemon["start"]["threads"],
-                    daemon["after_warm_up"]["threads"],
-                    daemon["end"]["threads"],
-                    daemon["peak_threads"],
-                )
-            ),
-        ),
+        ("RSS MiB start/warm/end/peak", over_the_run(daemon, "rss", lambda v: f"{v / MIB:.0f}")),
+        ("fds start/warm/end/peak", over_the_run(daemon, "fds", str)),
+        ("threads start/warm/end/peak", over_the_run(daemon, "threads", str)),
     ]
     lines = [table([("figure", "value"), *figures]), ""]
     lines.append(table([("", "check", "value", "limit"), *(check.row() for check in checks)]))

@@ -48,6 +48,15 @@ def refmount_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "refmount", *args]
 
 
+def read_errno(path: Path) -> int | None:
+    """Read ``path`` whole; return the errno it fails with, or None when it reads."""
+    try:
+        path.read_bytes()
+    except OSError as error:
+        return error.errno
+    return None
+
+
 def is_mounted(path: Path) -> bool:
     with open("/proc/mounts") as mounts:
         return any(line.split()[1] == str(path) for line in mounts)

@@ -14,7 +14,7 @@ import pytest
 
 from refmount.store import PIN_RECHECK_SECONDS
 from tests.integration.datasets import target_bytes
-from tests.integration.mounting import Mount, mounted, requires_fuse
+from tests.integration.mounting import Mount, mounted, read_errno, requires_fuse
 from tests.servers import RangeHTTPServer, S3Bucket, etag_of
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
@@ -32,14 +32,6 @@ def write_refs(path: Path, refs: dict[str, Any]) -> Path:
 def two_keys(url: str) -> dict[str, Any]:
     """Two keys on one target, read separately (each is fetched by its own request)."""
     return {"first": [url, 0, 1000], "second": [url, 20_000, 1000], "whole": [url]}
-
-
-def read_errno(path: Path) -> int | None:
-    try:
-        path.read_bytes()
-    except OSError as error:
-        return error.errno
-    return None
 
 
 def changed_lines(mount: Mount, key: str) -> list[str]:

@@ -22,7 +22,13 @@ from refmount.errors import ReferenceFormatError
 from refmount.formats import LoadOptions, load
 from tests.fakes import LocalSource
 from tests.integration.datasets import target_bytes, zarray
-from tests.integration.mounting import is_mounted, mounted, refmount_command, requires_fuse
+from tests.integration.mounting import (
+    is_mounted,
+    mounted,
+    read_errno,
+    refmount_command,
+    requires_fuse,
+)
 from tests.servers import RangeHTTPServer
 
 DATA = target_bytes(4_000, 41)
@@ -39,14 +45,6 @@ def run_foreground(*args: str, timeout: float = 60) -> subprocess.CompletedProce
     return subprocess.run(
         refmount_command("-f", *args), capture_output=True, text=True, timeout=timeout, check=False
     )
-
-
-def read_errno(path: Path) -> int | None:
-    try:
-        path.read_bytes()
-    except OSError as error:
-        return error.errno
-    return None
 
 
 @pytest.fixture
