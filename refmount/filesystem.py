@@ -79,12 +79,19 @@ RECENT_REFERENCES = 1024
 the reads' size checks) do not work them out again; oldest dropped first."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Siblings:
-    """The range references of one object in a directory, sorted by offset."""
+    """The range references of one object in a directory, sorted by offset.
+
+    Opens of references starting in ``[quiet_from, quiet_until)`` need not ask the reader:
+    its last answer said enough is ahead of them (an in-order reader walks the spans once
+    per run, not once per file).
+    """
 
     offsets: array[int]
     ends: array[int]
+    quiet_from: int = 0
+    quiet_until: int = 0
 
 
 _SiblingIndex = dict[str, _Siblings]
@@ -457,7 +464,7 @@ class RefFilesystem:
         """
         index = self._sibling_indexes.get(parent)
         siblings = None if index is None else index.get(reference.url)
-        if siblings is None:
+        if siblings is None or siblings.quiet_from <= reference.offset < siblings.quiet_until:
             return
         config = self._reader.config
         spans: list[tuple[int, int]] = []
@@ -471,7 +478,8 @@ class RefFilesystem:
             if start >= end:  # overlapping or repeated references are left out
                 spans.append((start, stop))
                 end = stop
-        self._reader.prefetch_neighbours(self._tree.path(parent), reference.url, spans)
+        prefetch = self._reader.prefetch_neighbours(self._tree.path(parent), reference.url, spans)
+        siblings.quiet_from, siblings.quiet_until = reference.offset, prefetch.resume_at
 
     def _sibling_index(self, parent: Inode, most: int) -> _SiblingIndex | None:
         """Return a directory's range references per object (safe in a worker thread).

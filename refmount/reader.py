@@ -348,7 +348,9 @@ class Reader:
         self._bytes_prefetched += stop - start
         await self._fetch(key, url, start, stop, background=True)
 
-    def prefetch_neighbours(self, key: str, url: str, spans: Sequence[tuple[int, int]]) -> int:
+    def prefetch_neighbours(
+        self, key: str, url: str, spans: Sequence[tuple[int, int]]
+    ) -> NeighbourPrefetch:
         """Fetch the first spans of ``url`` that are neither cached nor in flight, together.
 
         ``spans`` are ``(start, end)`` of references of up to ``whole_fetch_limit`` in one
@@ -360,13 +362,17 @@ class Reader:
         budget is short: prefetch keeps in-flight data under half of it) and
         ``neighbour_count``, is claimed in the single-flight table at once (no ``await``) and
         fetched in the background: one range request per ``neighbour_part_bytes``, all at
-        once, so the first files of the run arrive sooner. Return the number of bytes
-        requested.
+        once, so the first files of the run arrive sooner.
+
+        The answer says how many bytes were requested and from which span's start on a call
+        can do anything again: before it, at least half the limit stays ahead (as long as
+        what is ahead stays cached), so the caller need not walk the spans each time.
         """
         config = self._config
         if self._nursery is None or config.neighbour_bytes <= 0:
-            return 0
+            return NeighbourPrefetch(0, 0)
         limit = min(config.neighbour_bytes, self._prefetch_room())
+        count = config.neighbour_count
         ahead = ahead_count = 0
         run: list[tuple[int, int]] = []
         for start, end in spans:
@@ -377,13 +383,15 @@ class Reader:
                 ahead += end - start
                 ahead_count += 1
                 continue
-            if not run and (ahead * 2 >= limit or ahead_count * 2 >= config.neighbour_count):
-                return 0
-            if end - (run[0][0] if run else start) > limit or len(run) >= config.neighbour_count:
+            if not run and (ahead * 2 >= limit or ahead_count * 2 >= count):
+                return NeighbourPrefetch(0, _resume_at(spans[:ahead_count], count, limit))
+            if end - (run[0][0] if run else start) > limit or len(run) >= count:
                 break
             run.append((start, end))
-        if not run or (ahead == 0 and len(run) == 1):
-            return 0  # the read being served asks for that one anyway
+        if not run:
+            return NeighbourPrefetch(0, _resume_at(spans[:ahead_count], count, limit))
+        if ahead == 0 and len(run) == 1:
+            return NeighbourPrefetch(0, 0)  # the read being served asks for that one anyway
         requested = 0
         for part in _parts(run, config.neighbour_part_bytes):
             claimed: list[tuple[tuple[str, int, int], _Flight[bytes]]] = []
@@ -403,7 +411,9 @@ class Reader:
             except BaseException:
                 self._release(claimed, last - first)
                 raise
-        return requested
+        return NeighbourPrefetch(
+            requested, _resume_at(spans[: ahead_count + len(run)], count, limit)
+        )
 
     async def _coalesced(
         self, key: str, url: str, claimed: list[tuple[tuple[str, int, int], _Flight[bytes]]]
@@ -536,6 +546,27 @@ class Reader:
             self._prefetches,
             self._bytes_prefetched,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class NeighbourPrefetch:
+    """What ``Reader.prefetch_neighbours`` did: the bytes it requested, and the start of the
+    first span at which another call can do anything (0: at once)."""
+
+    requested: int
+    resume_at: int
+
+
+def _resume_at(covered: Sequence[tuple[int, int]], count: int, limit: int) -> int:
+    """Return the start of the first of ``covered`` (spans cached or in flight, in order) at
+    which fewer than half of ``count`` spans and of ``limit`` bytes are left from it on."""
+    remaining, remaining_bytes = len(covered), sum(end - start for start, end in covered)
+    for start, end in covered:
+        if remaining * 2 < count and remaining_bytes * 2 < limit:
+            return start
+        remaining -= 1
+        remaining_bytes -= end - start
+    return covered[-1][1] if covered else 0
 
 
 def _parts(run: list[tuple[int, int]], size: int) -> list[list[tuple[int, int]]]:

@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from refmount.errors import (
 )
 from refmount.filesystem import READDIR_BATCH, Owner, RefFilesystem
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
-from refmount.reader import Reader
+from refmount.reader import NeighbourPrefetch, Reader
 from refmount.stats import STATS_FILE, Statistics
 from refmount.tree import Tree
 from tests.fakes import DictReferences, MemoryTarget
@@ -484,6 +485,28 @@ async def test_in_order_chunks_of_one_object_are_fetched_together() -> None:
             assert await read_chunk(fs, number) == expected(number)
         assert len(target.ranges) == 4
         assert reader.statistics().prefetches == 3
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_in_order_reader_asks_the_reader_once_per_run_not_once_per_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fs, target, reader = chunked_fs()
+    asked_at: list[int] = []
+    prefetch_neighbours = reader.prefetch_neighbours
+
+    def spy(key: str, url: str, spans: Sequence[tuple[int, int]]) -> NeighbourPrefetch:
+        asked_at.append(spans[0][0] // CHUNK)
+        return prefetch_neighbours(key, url, spans)
+
+    monkeypatch.setattr(reader, "prefetch_neighbours", spy)
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        for number in range(CHUNKS):
+            assert await read_chunk(fs, number) == expected(number)
+        assert spans(target) == [(0, 1000), (1000, 5000), (5000, 9000), (9000, 12000)]
+        # x/2 and x/3 have x/3 and x/4 ahead: half the limit, nothing to ask; x/4 asks
+        assert asked_at == [1, 4, 8, 11]
         nursery.cancel_scope.cancel()
 
 

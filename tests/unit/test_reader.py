@@ -19,7 +19,7 @@ from refmount.errors import (
     TargetReadError,
 )
 from refmount.model import Inline, Range, Whole
-from refmount.reader import Reader
+from refmount.reader import NeighbourPrefetch, Reader
 from tests.fakes import MemoryTarget, RaisingTarget
 
 DATA = bytes(range(256)) * 64  # 16 KiB
@@ -437,15 +437,36 @@ async def test_a_block_read_waits_for_its_prefetch_in_flight() -> None:
     assert blocks_requested(target) == [0, 1, 2, 3]
 
 
+async def test_neighbour_prefetch_says_where_asking_again_can_do_anything(
+    target: MemoryTarget,
+) -> None:
+    reader = reader_for(target, neighbour_bytes=1000, neighbour_count=4)
+    spans = [(start, start + 100) for start in range(0, 1000, 100)]
+    async with trio.open_nursery() as nursery:
+        assert reader.prefetch_neighbours("d", "mem://obj", spans).resume_at == 0  # off: now
+        reader.start_background(nursery)
+        first = reader.prefetch_neighbours("d", "mem://obj", spans)
+        # four spans (the count) requested; from the fourth on, fewer than two are ahead
+        assert (first.requested, first.resume_at) == (400, 300)
+        for skipped in (1, 2):  # what a caller may skip: there is nothing to do there
+            answer = reader.prefetch_neighbours("d", "mem://obj", spans[skipped:])
+            assert answer == NeighbourPrefetch(0, 300)
+        await trio.testing.wait_all_tasks_blocked()
+        again = reader.prefetch_neighbours("d", "mem://obj", spans[3:])
+        assert again == NeighbourPrefetch(400, 700)  # the next run, then quiet until 700
+        nursery.cancel_scope.cancel()
+    assert target.ranges == [("mem://obj", 0, 400), ("mem://obj", 400, 800)]
+
+
 async def test_neighbour_spans_are_claimed_at_once_and_settled_from_one_request(
     target: MemoryTarget,
 ) -> None:
     reader = reader_for(target, neighbour_bytes=4096)
     spans = [(0, 1000), (1000, 2000), (2050, 3000), (3000, 3500), (3500, 5000)]
     async with trio.open_nursery() as nursery:
-        assert reader.prefetch_neighbours("d", "mem://obj", spans) == 0  # no nursery: off
+        assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 0  # no nursery
         reader.start_background(nursery)
-        assert reader.prefetch_neighbours("d", "mem://obj", spans) == 3500  # 5000 is too far
+        assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 3500  # 5000: far
         await trio.testing.wait_all_tasks_blocked()
         assert target.ranges == [("mem://obj", 0, 3500)]
         for start, end in spans[:4]:  # cached under the keys reads use
