@@ -233,7 +233,7 @@ class RefFilesystem:
         self._statistics = Statistics() if statistics is None else statistics
         self._target_problem = target_problem
         self._problems: dict[str, str | None] = {}
-        self._recent_references: dict[Inode, Reference] = {}
+        self._recent_references: dict[Inode, tuple[Reference, str | None]] = {}
         self._last_open: OrderedDict[Inode, tuple[str, int, int]] = OrderedDict()
         self._sibling_indexes: OrderedDict[Inode, _SiblingIndex | None] = OrderedDict()
         self._indexing: set[Inode] = set()
@@ -367,13 +367,13 @@ class RefFilesystem:
             return self._open_statistics()
         if self._tree.is_dir(inode):
             raise FilesystemError(errno.EISDIR)
-        reference = await self._reference(inode)
-        if self._target_problem is not None and not isinstance(
-            self._tree.file_source(inode), StaticFile
-        ):
-            self._check_target(inode, reference)
+        reference, key = await self._reference_and_key(inode)
+        if self._target_problem is not None and key is None:
+            self._check_target(inode, reference)  # a chunk; a static key was checked at start
         handle = FileHandle(next(self._handles))
-        self._open[handle] = OpenFile(inode, self._tree.path(inode), reference)
+        self._open[handle] = OpenFile(
+            inode, key if key is not None else self._tree.path(inode), reference
+        )
         self._notice_open(inode, reference)
         return handle
 
@@ -585,21 +585,26 @@ class RefFilesystem:
         return FilesystemStatistics(BLOCK_SIZE, self._tree.node_count, 255)
 
     async def _reference(self, inode: Inode) -> Reference:
+        return (await self._reference_and_key(inode))[0]
+
+    async def _reference_and_key(self, inode: Inode) -> tuple[Reference, str | None]:
+        """Return a file's reference, and its key if working the reference out needed it."""
         recent = self._recent_references.get(inode)
         if recent is not None:
             return recent
         source = self._tree.file_source(inode)
         if isinstance(source, StaticFile):
             reference = self._references.get(source.key)
+            key: str | None = source.key
         else:
-            reference = await self._chunk(inode, source)
+            reference, key = await self._chunk(inode, source), None
         if reference is None:
             raise NotFoundError(f"inode {inode} has no reference")
         recent_references = self._recent_references
         if len(recent_references) >= RECENT_REFERENCES:
             del recent_references[next(iter(recent_references))]
-        recent_references[inode] = reference
-        return reference
+        recent_references[inode] = (reference, key)
+        return reference, key
 
     async def _size(self, inode: Inode, reference: Reference) -> int:
         """Return a file's size; its key is only worked out when the target must be asked."""

@@ -76,3 +76,25 @@ class NameTable:
         ends = self._ends
         start = ends[index - 1] if index > 0 else 0
         return self._blob[start : ends[index]].decode("utf-8")
+
+    def find(self, name: str, low: int, high: int) -> int | None:
+        """Return the index of ``name`` among the sorted names ``[low, high)``, or None.
+
+        Compares UTF-8 bytes, whose order is the names' code point order, so nothing is
+        decoded on the way.
+        """
+        wanted = name.encode("utf-8", "surrogateescape")
+        blob, ends = self._blob, self._ends
+        end = high
+        while low < high:
+            middle = (low + high) // 2
+            start = ends[middle - 1] if middle > 0 else 0
+            if blob[start : ends[middle]] < wanted:
+                low = middle + 1
+            else:
+                high = middle
+        if low < end:
+            start = ends[low - 1] if low > 0 else 0
+            if blob[start : ends[low]] == wanted:
+                return low
+        return None

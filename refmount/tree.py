@@ -212,6 +212,7 @@ class Tree:
         blocks: list[_GridBlock],
     ) -> None:
         self._names = names
+        self._static_end = len(names)  # static inodes are 1 … _static_end - 1
         self._parents = parents
         self._first_child = first_child
         self._child_count = child_count
@@ -339,7 +340,7 @@ class Tree:
 
     def is_static(self, inode: Inode) -> bool:
         """Return True when the node comes from an explicitly stored key."""
-        return 1 <= inode < len(self._names)
+        return 1 <= inode < self._static_end
 
     def exists(self, inode: int) -> bool:
         """Return True when ``inode`` is a number this tree gave out."""
@@ -457,11 +458,8 @@ class Tree:
         if not self._is_dir[parent]:
             return None
         first = self._first_child[parent]
-        end = first + self._child_count[parent]
-        position = bisect.bisect_left(self._names, name, first, end)
-        if position < end and self._names[position] == name:
-            return Inode(position)
-        return None
+        position = self._names.find(name, first, first + self._child_count[parent])
+        return None if position is None else Inode(position)
 
     def _grid_node(self, inode: int) -> tuple[_GridBlock, int, int]:
         position = bisect.bisect_right(self._block_starts, inode) - 1

@@ -39,3 +39,23 @@ def test_name_table_gives_back_every_name() -> None:
     assert [table[i] for i in range(len(names))] == names
     with pytest.raises(IndexError):
         table[len(names)]
+
+
+def test_find_searches_only_the_range_it_is_given() -> None:
+    # two directories' children, each sorted by code point: [1, 4) and [4, 7)
+    table = NameTable(["", "a", "é", "☃", "a", "b", "z"])
+    assert [table.find(name, 1, 4) for name in ("a", "é", "☃")] == [1, 2, 3]
+    assert table.find("b", 1, 4) is None  # one of the next directory's names
+    assert table.find("a", 4, 7) == 4
+    assert table.find("z", 4, 6) is None  # just past the range
+    assert table.find("", 1, 4) is None
+    assert table.find("\udcff", 1, 7) is None  # a name that is not UTF-8 matches nothing
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3, 17, 100])
+def test_find_agrees_with_a_scan(count: int) -> None:
+    names = sorted({f"{n * 7919 % 1000}{'é' if n % 3 else ''}" for n in range(count)})
+    table = NameTable(["", *names])
+    for probe in [*names, "", "0", "zz", "é", "5é0"]:
+        expected = names.index(probe) + 1 if probe in names else None
+        assert table.find(probe, 1, len(names) + 1) == expected
