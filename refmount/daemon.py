@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import errno
 import faulthandler
+import functools
 import gc
+import itertools
 import logging
 import os
 import signal
@@ -40,6 +42,9 @@ DEFAULT_FUSE_OPTIONS = ("fsname=refmount", "subtype=refmount", "ro", "default_pe
 
 OVERRIDDEN_FUSE_OPTIONS = frozenset({"rw"})
 """Options that contradict a default and are dropped: the mount is always read-only."""
+
+PREPARE_SAMPLE = 10_000
+"""How many stored keys are looked at to find the targets to get ready for at mount time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,13 +190,34 @@ def mount_and_serve(
         on_ready()
         notify.ready(f"mounted {loaded.source.url} on {mountpoint}")
 
+    def prepare() -> None:
+        prepare_targets(store, loaded.references)
+
     try:
-        trio.run(_serve, mountpoint, ready, reader, tuning)
+        trio.run(_serve, mountpoint, ready, reader, tuning, prepare)
     finally:
         store.close()
         log.info("unmounting %s", mountpoint)
         notify.stopping(f"unmounting {mountpoint}")
         pyfuse3.close(unmount=True)
+
+
+def prepare_targets(store: Store, references: ReferenceSet, most: int = PREPARE_SAMPLE) -> None:
+    """Create the filesystems of the targets the first ``most`` keys name (blocking).
+
+    So the first read of an S3 or HTTP target does not wait for s3fs or aiohttp to be
+    imported. Chunks not loaded yet (Parquet) are not looked at. Best effort: what fails here
+    is left for the reads to report.
+    """
+    urls: set[str] = set()
+    try:
+        for key in itertools.islice(references.keys(), most):
+            reference = references.get(key)
+            if reference is not None and not isinstance(reference, Inline):
+                urls.add(reference.url)
+    except Exception as error:  # the reads report what is wrong
+        log.debug("cannot look at the targets ahead of reads: %s", error)
+    store.prepare(urls)
 
 
 def tune_kernel(
@@ -217,9 +243,14 @@ async def _serve(
     on_ready: Callable[[], None],
     reader: Reader,
     tuning: kernel.KernelTuning | None = None,
+    prepare: Callable[[], None] | None = None,
 ) -> None:
     async with trio.open_nursery() as nursery:
         reader.start_background(nursery)  # prefetches; cancelled with the helpers below
+        if prepare is not None:
+            nursery.start_soon(
+                functools.partial(trio.to_thread.run_sync, prepare, abandon_on_cancel=True)
+            )
         nursery.start_soon(_stop_on_signals)
         nursery.start_soon(_announce_when_ready, mountpoint, on_ready, tuning)
         await pyfuse3.main(min_tasks=4, max_tasks=256)

@@ -309,27 +309,45 @@ class Store:
         self._local.close()
 
     def filesystem(self, url: str) -> tuple[FileSystem, str]:
-        """Return the filesystem that serves ``url`` and the path to give it."""
-        prefix = self._options.prefix_of(url)
-        if "::" in url:
-            chain = url.rsplit("::", 1)[0]
-            with self._lock:
-                fs = self._filesystems.get((chain, prefix))
-                if fs is None:
-                    fs, _ = fsspec.core.url_to_fs(url, **self._options.for_url(url))
-                    self._filesystems[(chain, prefix)] = fs
-            return fs, fs._strip_protocol(url.rsplit("::", 1)[1])
-        protocol = protocol_of(url) or "file"
+        """Return the filesystem that serves ``url`` and the path to give it.
+
+        The first call for a protocol may import its implementation (s3fs, aiohttp: a tenth
+        of a second or more): the read path calls it from a worker thread then
+        (``_resolve``), and ``prepare`` does it ahead of the first read.
+        """
+        key = self._filesystem_key(url)
         with self._lock:
-            fs = self._filesystems.get((protocol, prefix))
+            fs = self._filesystems.get(key)
             if fs is None:
-                fs = fsspec.filesystem(
-                    protocol, skip_instance_cache=True, **self._options.for_target(url)
-                )
-                self._filesystems[(protocol, prefix)] = fs
-        if protocol == "data":
+                if "::" in url:
+                    fs, _ = fsspec.core.url_to_fs(url, **self._options.for_url(url))
+                else:
+                    fs = fsspec.filesystem(
+                        key[0], skip_instance_cache=True, **self._options.for_target(url)
+                    )
+                self._filesystems[key] = fs
+        if "::" in url:
+            return fs, fs._strip_protocol(url.rsplit("::", 1)[1])
+        if key[0] == "data":
             return fs, url  # fsspec's data filesystem reads the URI, not its stripped body
         return fs, fs._strip_protocol(url)
+
+    def _filesystem_key(self, url: str) -> tuple[str, str | None]:
+        """Return what one filesystem instance serves: a protocol (or chain) and options prefix."""
+        chain = url.rsplit("::", 1)[0] if "::" in url else protocol_of(url) or "file"
+        return chain, self._options.prefix_of(url)
+
+    def prepare(self, urls: Iterable[str]) -> None:
+        """Create the filesystems that serve ``urls`` now (blocking: call it from a thread).
+
+        A URL whose filesystem cannot be created is left for its first read to report.
+        """
+        for url in urls:
+            if self._filesystem_key(url) not in self._filesystems:
+                try:
+                    self.filesystem(url)
+                except Exception as error:  # noqa: BLE001 - the read that needs it will say
+                    log.debug("cannot prepare a filesystem for %s yet: %s", url, error)
 
     def pinned(self, url: str) -> Pin | None:
         """Return the version pinned for ``url``, if it has been used."""
@@ -337,7 +355,7 @@ class Store:
 
     async def read_range(self, url: str, start: int, end: int) -> bytes:
         """Return bytes ``[start, end)`` of ``url`` (fewer if the target is shorter)."""
-        fs, path = self._resolve(url)
+        fs, path = await self._resolve(url)
         if _is_plain_local(url):
             return await self._read_local(url, fs, path, start, end)
         pin = await self._pinned(url, fs, path) if self._pin else None
@@ -353,7 +371,7 @@ class Store:
 
     async def size(self, url: str) -> int:
         """Return the size in bytes of the whole target ``url`` (its pinned size, if pinned)."""
-        fs, path = self._resolve(url)
+        fs, path = await self._resolve(url)
         if self._pin:
             size: object = (await self._pinned(url, fs, path)).size
         elif _is_plain_local(url):
@@ -364,7 +382,10 @@ class Store:
             raise RemoteError(url, "the target does not report its size")
         return size
 
-    def _resolve(self, url: str) -> tuple[FileSystem, str]:
+    async def _resolve(self, url: str) -> tuple[FileSystem, str]:
+        if self._filesystem_key(url) not in self._filesystems:
+            # the first use of a protocol may import it: not on the event loop
+            await trio.to_thread.run_sync(self._filesystem, url, limiter=self._threads)
         if self._local_roots is not None:
             real = self._local_roots.resolve(url)  # raises RemoteAccessError
             if _is_plain_local(url):

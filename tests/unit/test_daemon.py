@@ -14,10 +14,11 @@ from refmount.daemon import (
     check_mountpoint,
     fuse_options,
     load_references,
+    prepare_targets,
 )
 from refmount.errors import MountError, ReferenceFormatError
 from refmount.model import Inline, Range, Whole
-from refmount.store import LocalRoots
+from refmount.store import LocalRoots, Store
 from tests.fakes import DictReferences
 
 
@@ -76,3 +77,22 @@ def test_shared_mounts_check_targets_at_load_time(tmp_path: Path) -> None:
     shared = MountConfig(refs, tmp_path, fuse_options=("allow_root",), local_roots=(str(tmp_path),))
     with pytest.raises(ReferenceFormatError, match=r"'k'.*/etc/shadow"):
         load_references(shared)
+
+
+def test_the_targets_of_the_first_keys_are_prepared(monkeypatch: pytest.MonkeyPatch) -> None:
+    refs = DictReferences(
+        explicit={
+            ".zgroup": Inline(b"{}"),
+            "a/0": Range("s3://bucket/a.nc", 0, 10),
+            "a/1": Range("s3://bucket/a.nc", 10, 10),
+            "b/0": Whole("http://127.0.0.1:1/b.bin"),
+            "c/0": Range("s3://bucket/c.nc", 0, 10),
+        }
+    )
+    store = Store()
+    asked: list[set[str]] = []
+    monkeypatch.setattr(store, "prepare", lambda urls: asked.append(set(urls)))
+    prepare_targets(store, refs)
+    assert asked == [{"s3://bucket/a.nc", "http://127.0.0.1:1/b.bin", "s3://bucket/c.nc"}]
+    prepare_targets(store, refs, most=3)  # a sample: only the first keys
+    assert asked[1] == {"s3://bucket/a.nc"}

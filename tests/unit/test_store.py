@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -269,6 +270,47 @@ def test_one_filesystem_per_protocol_and_option_key() -> None:
     assert other is not secret
     assert secret.kwargs["headers"] == {"Authorization": "Bearer a"}
     assert "headers" not in other.kwargs
+
+
+class ImportingFileSystem(SlowAsyncFileSystem):
+    """A filesystem whose creation stands for a slow first import: it notes its thread."""
+
+    protocol = "importing"
+    created_in: list[str] = []  # noqa: RUF012 - shared on purpose: the test reads it
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        type(self).created_in.append(threading.current_thread().name)
+        super().__init__(*args, **kwargs)
+
+
+@pytest.fixture
+def importing_fs(slow_fs: type[SlowAsyncFileSystem]) -> type[ImportingFileSystem]:
+    fsspec.register_implementation("importing", ImportingFileSystem, clobber=True)
+    ImportingFileSystem.created_in = []
+    return ImportingFileSystem
+
+
+async def test_a_filesystem_is_created_off_the_event_loop_once(
+    importing_fs: type[ImportingFileSystem],
+) -> None:
+    store = Store()
+    loop_thread = threading.current_thread().name
+    assert await store.read_range("importing://bucket/obj", 0, 4) == bytes(range(4))
+    assert await store.read_range("importing://bucket/obj", 4, 8) == bytes(range(4, 8))
+    assert len(importing_fs.created_in) == 1
+    assert importing_fs.created_in[0] != loop_thread
+
+
+def test_prepare_creates_the_filesystems_of_urls_ahead_of_reads(
+    importing_fs: type[ImportingFileSystem],
+) -> None:
+    store = Store()
+    store.prepare(["importing://bucket/a", "importing://bucket/b", "nosuchprotocol://x"])
+    assert len(importing_fs.created_in) == 1  # one per protocol; an unknown one is left
+    fs, path = store.filesystem("importing://bucket/obj")
+    assert isinstance(fs, ImportingFileSystem)
+    assert path == "bucket/obj"
+    assert len(importing_fs.created_in) == 1
 
 
 # ------------------------------------------------------------------ local roots
