@@ -91,21 +91,12 @@ class FuseOperations(pyfuse3.Operations):
 
     def _entry(self, attributes: Attributes) -> pyfuse3.EntryAttributes:
         entry = pyfuse3.EntryAttributes()
-        entry.st_ino = pyfuse3.InodeT(attributes.inode)
         entry.generation = 0
         entry.entry_timeout = self._timeout
         entry.attr_timeout = self._timeout
-        entry.st_mode = pyfuse3.ModeT(attributes.mode)
-        entry.st_nlink = attributes.nlink
-        entry.st_uid = attributes.uid
-        entry.st_gid = attributes.gid
         entry.st_rdev = 0
-        entry.st_size = attributes.size
         entry.st_blksize = BLOCK_SIZE
-        entry.st_blocks = attributes.blocks
-        entry.st_atime_ns = attributes.mtime_ns
-        entry.st_mtime_ns = attributes.mtime_ns
-        entry.st_ctime_ns = attributes.mtime_ns
+        _describe(entry, attributes)
         return entry
 
     def _negative_entry(self) -> pyfuse3.EntryAttributes:
@@ -153,9 +144,15 @@ class FuseOperations(pyfuse3.Operations):
             batch = await self._fs.readdir(inode, position)
             if not batch:
                 return
+            # readdir_reply copies the attributes at once: one object serves every entry
+            reply: pyfuse3.EntryAttributes | None = None
             for taken, (entry, attributes, next_position) in enumerate(batch):
                 name = os.fsencode(entry.name)
-                if not pyfuse3.readdir_reply(token, name, self._entry(attributes), next_position):
+                if reply is None:
+                    reply = self._entry(attributes)
+                else:
+                    _describe(reply, attributes)
+                if not pyfuse3.readdir_reply(token, name, reply, next_position):
                     self._fs.keep_unlisted(inode, position, batch[taken:])
                     return
                 position = next_position
@@ -340,3 +337,17 @@ class FuseOperations(pyfuse3.Operations):
         self, inode: pyfuse3.InodeT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.FileNameT:
         raise pyfuse3.FUSEError(errno.EINVAL)
+
+
+def _describe(entry: pyfuse3.EntryAttributes, attributes: Attributes) -> None:
+    """Set the fields of ``entry`` that differ from node to node."""
+    entry.st_ino = pyfuse3.InodeT(attributes.inode)
+    entry.st_mode = pyfuse3.ModeT(attributes.mode)
+    entry.st_nlink = attributes.nlink
+    entry.st_uid = attributes.uid
+    entry.st_gid = attributes.gid
+    entry.st_size = attributes.size
+    entry.st_blocks = attributes.blocks
+    entry.st_atime_ns = attributes.mtime_ns
+    entry.st_mtime_ns = attributes.mtime_ns
+    entry.st_ctime_ns = attributes.mtime_ns

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -178,6 +179,27 @@ def test_stat_is_stable(tmp_path: Path) -> None:
         assert all(s.st_mode & 0o777 == 0o444 for s in first.values())
     with mounted(dataset.refs, tmp_path / "mnt") as mount:
         assert {k: (mount.path / k).stat().st_ino for k in dataset.expected} == inodes
+
+
+def test_a_listing_gives_every_entry_its_own_attributes(tmp_path: Path) -> None:
+    refs = tmp_path / "refs.json"
+    sizes = {f"d/{n}": n * 700 for n in range(1, 40)}
+    target = tmp_path / "t.bin"
+    target.write_bytes(bytes(sum(sizes.values())))
+    entries: dict[str, object] = {"d/sub/.zgroup": "{}"}
+    offset = 0
+    for key, size in sizes.items():
+        entries[key] = [str(target), offset, size]
+        offset += size
+    refs.write_text(json.dumps({"version": 1, "refs": entries}))
+    with mounted(refs, tmp_path / "mnt") as mount:
+        # a fresh listing: the kernel takes each entry's attributes from READDIRPLUS
+        listed = {entry.name: entry.stat() for entry in os.scandir(mount.path / "d")}
+        assert stat.S_ISDIR(listed.pop("sub").st_mode)
+        assert {f"d/{name}": s.st_size for name, s in listed.items()} == sizes
+        assert all(stat.S_ISREG(s.st_mode) and s.st_nlink == 1 for s in listed.values())
+        assert len({s.st_ino for s in listed.values()}) == len(sizes)
+        assert all(s.st_blocks == (s.st_size + 511) // 512 for s in listed.values())
 
 
 def test_target_shorter_than_declared_is_eio_and_the_mount_survives(tmp_path: Path) -> None:
