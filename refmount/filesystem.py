@@ -294,7 +294,11 @@ class RefFilesystem:
         prefix = tree.path(inode)
         prefix = prefix + "/" if prefix else ""
         leaves = tree.leaf_chunks(inode)
-        chunk_sizes = None if leaves is None else _ChunkSizes(self._references, *leaves)
+        chunk_sizes = (
+            None
+            if leaves is None
+            else _ChunkSizes(self._references, leaves.grid, leaves.first, leaves.position)
+        )
         for entry, position in tree.children(inode, max(start - DOT_ENTRIES, 0)):
             if entry.is_dir:
                 attributes = self._attributes(entry.inode, True, 0)
@@ -491,9 +495,24 @@ class RefFilesystem:
         rows: dict[str, list[tuple[int, int]]] = {}
         prefix = self._tree.path(parent)
         prefix = prefix + "/" if prefix else ""
+        chunks = self._tree.leaf_chunks(parent)
+        if chunks is not None:  # the chunk files in bulk, the entries before them one by one
+            if chunks.position + chunks.total > most:
+                return None
+            found = self._references.chunk_ranges(
+                chunks.grid, chunks.first, chunks.first + chunks.total
+            )
+            for url, ranges in found.items():
+                rows[url] = [
+                    (offset, offset + length)
+                    for offset, length in zip(ranges.offsets, ranges.lengths, strict=True)
+                    if length <= limit
+                ]
         for count, (entry, _) in enumerate(self._tree.children(parent)):
             if count >= most:
                 return None
+            if chunks is not None and count >= chunks.position:
+                break
             if entry.is_dir:
                 continue
             reference = self._reference_at_hand(entry, prefix)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NewType, Protocol
 
 Inode = NewType("Inode", int)
@@ -112,6 +112,14 @@ def ravel(indices: Sequence[int], shape: Sequence[int]) -> int:
     return flat
 
 
+@dataclass(slots=True)
+class ChunkRanges:
+    """Offsets and lengths of some range references into one target, in the same order."""
+
+    offsets: list[int] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+
+
 def reference_length(reference: Reference | None) -> int | None:
     """Return the byte length of a range or inline reference; None for a whole file or none."""
     if isinstance(reference, Range):
@@ -157,6 +165,16 @@ class ReferenceSet(Protocol):
         Up to ``stop`` (it may stop earlier, never before ``start + 1``): each item is the
         chunk's size, ``-1`` for an absent chunk, or ``None`` when only ``chunk`` can tell.
         None altogether when ``start`` is not loaded (``chunk_is_loaded`` is False).
+        """
+        ...
+
+    def chunk_ranges(self, grid: int, start: int, stop: int) -> dict[str, ChunkRanges]:
+        """Return, per target URL, the range references of chunks ``[start, stop)``, without
+        I/O: for neighbour prefetch, which indexes a directory's chunks by offset.
+
+        Only chunks ``chunk`` would answer without I/O with a ``Range`` of at least one byte
+        are given, in chunk order; the rest (not loaded, absent, inline, whole files,
+        malformed rows) are left out.
         """
         ...
 

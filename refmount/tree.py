@@ -60,6 +60,16 @@ class GridChunk:
 FileSource = StaticFile | GridChunk
 
 
+class LeafChunks(NamedTuple):
+    """The chunk files among a directory's entries: from entry ``position`` on (counting from
+    0), ``total`` chunks of grid ``grid``, the first being chunk ``first``."""
+
+    grid: int
+    first: int
+    position: int
+    total: int
+
+
 class Entry(NamedTuple):
     """One directory entry: its name, inode, and whether it is a directory.
 
@@ -419,13 +429,13 @@ class Tree:
         if not block.is_leaf(level):
             yield from self._grid_children(block, level, index, start, 0)
 
-    def leaf_chunks(self, inode: Inode) -> tuple[int, int, int] | None:
-        """Say which chunks a directory lists, for listings that fetch sizes in bulk.
+    def leaf_chunks(self, inode: Inode) -> LeafChunks | None:
+        """Say which chunks a directory lists, for work done on them in bulk (listing sizes,
+        the neighbour index).
 
-        For a directory whose grid children are chunk files, return ``(grid id, chunk index
-        of the first, its position)``: the entry at position ``p`` (as ``children`` numbers
-        them, from 0) at or after that position is chunk ``first + p - position``. None for
-        any other directory.
+        For a directory whose grid children are chunk files: the entry at position ``p`` (as
+        ``children`` numbers them, from 0) at or after ``position`` is chunk
+        ``first + p - position``. None for any other directory.
         """
         if self.is_static(inode):
             block = self._blocks_by_owner.get(inode)
@@ -438,10 +448,10 @@ class Tree:
             if block.is_leaf(level):
                 return None
             skip = 0
-        child_level, first, _ = block.child_range(level, index)
+        child_level, first, count = block.child_range(level, index)
         if not block.is_leaf(child_level):
             return None
-        return block.grid_id, block.chunk_index(child_level, first), skip
+        return LeafChunks(block.grid_id, block.chunk_index(child_level, first), skip, count)
 
     def _grid_children(
         self, block: _GridBlock, level: int | None, index: int, start: int, offset: int

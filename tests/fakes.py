@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from refmount.model import ChunkGrid, Range, Reference, Whole, reference_length
+from refmount.model import ChunkGrid, ChunkRanges, Range, Reference, Whole, reference_length
 
 
 @dataclass
@@ -135,6 +135,22 @@ class DictReferences:
                     reference.length if isinstance(reference, Range) else len(reference.data)
                 )
         return sizes
+
+    def chunk_ranges(self, grid: int, start: int, stop: int) -> dict[str, ChunkRanges]:
+        found: dict[str, ChunkRanges] = {}
+        if not self.loaded:
+            return found
+        for index in range(start, stop):
+            reference = self.chunks.get(grid, {}).get(index)
+            if (
+                (grid, index) not in self.broken
+                and isinstance(reference, Range)
+                and reference.length > 0
+            ):
+                ranges = found.setdefault(reference.url, ChunkRanges())
+                ranges.offsets.append(reference.offset)
+                ranges.lengths.append(reference.length)
+        return found
 
     def chunk(self, grid: int, index: int) -> Reference | None:
         from refmount.errors import ReferenceFormatError

@@ -14,7 +14,7 @@ from refmount.formats.json_v1 import load_v1
 from refmount.formats.options import LoadOptions
 from refmount.formats.sniff import decompress, is_parquet_data
 from refmount.formats.values import CompactReferences, OnInvalid, describe
-from refmount.model import ChunkGrid, Reference, ReferenceSource
+from refmount.model import ChunkGrid, ChunkRanges, Reference, ReferenceSource
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,10 @@ class JsonReferenceSet:
         raise IndexError(f"{self._source} has no chunk grid {grid}")
 
     def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
+        """Raise ``IndexError``: a JSON reference set has no chunk grids."""
+        raise IndexError(f"{self._source} has no chunk grid {grid}")
+
+    def chunk_ranges(self, grid: int, start: int, stop: int) -> dict[str, ChunkRanges]:
         """Raise ``IndexError``: a JSON reference set has no chunk grids."""
         raise IndexError(f"{self._source} has no chunk grid {grid}")
 

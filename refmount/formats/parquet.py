@@ -20,6 +20,7 @@ from refmount.formats import zarr_meta
 from refmount.formats.options import LoadOptions
 from refmount.model import (
     ChunkGrid,
+    ChunkRanges,
     Inline,
     Range,
     Reference,
@@ -228,6 +229,29 @@ class ParquetReferenceSet:
             return [-1] * (stop - start)
         return record.sizes(first, first + stop - start)
 
+    def chunk_ranges(self, grid: int, start: int, stop: int) -> dict[str, ChunkRanges]:
+        """Return, per target URL, the range references of the loaded chunks in ``[start, stop)``.
+
+        Never blocks: records not loaded are left out, as ``ReferenceSet.chunk_ranges`` says.
+        """
+        count = self._grids[grid].count
+        start, stop = max(start, 0), min(stop, count)
+        found: dict[str, ChunkRanges] = {}
+        while start < stop:
+            number = start // self.record_size
+            first = number * self.record_size
+            end = min(stop, first + self.record_size)
+            loaded, record = self._records.peek((grid, number))
+            if loaded and record is not None:
+                for path, offset, length in record.ranges(start - first, end - first):
+                    ranges = found.get(path)
+                    if ranges is None:
+                        ranges = found[path] = ChunkRanges()
+                    ranges.offsets.append(offset)
+                    ranges.lengths.append(length)
+            start = end
+        return {self._resolve(path): ranges for path, ranges in found.items()}
+
     def chunks_present(self, grid: int, start: int = 0, stop: int | None = None) -> Iterator[int]:
         """Yield, in order, the indices in ``[start, stop)`` whose rows hold a reference.
 
@@ -348,6 +372,33 @@ class _Record:
             else:
                 out.append(size)
         return out + [None] * (count - valid)  # rows past the end: ``chunk`` says what is wrong
+
+    def ranges(self, start: int, stop: int) -> Iterator[tuple[str, int, int]]:
+        """Yield ``(path, offset, length)`` of the rows in ``[start, stop)`` that ``reference``
+        turns into a ``Range`` of at least one byte (no raw data, a path, both integers)."""
+        stop = min(stop, self.rows)
+        if self.path is None or self.offset is None or self.size is None or start >= stop:
+            return
+        count = stop - start
+        paths = self.path.slice(start, count).to_pylist()
+        offsets = self.offset.slice(start, count).to_pylist()
+        sizes = self.size.slice(start, count).to_pylist()
+        inline = (
+            [False] * count
+            if self.raw is None
+            else self.raw.slice(start, count).is_valid().to_pylist()
+        )
+        for path, offset, size, is_inline in zip(paths, offsets, sizes, inline, strict=True):
+            if (
+                not is_inline
+                and isinstance(path, str)
+                and path
+                and isinstance(offset, int)
+                and isinstance(size, int)
+                and offset >= 0
+                and size > 0
+            ):
+                yield path, offset, size
 
     def present_rows(self, start: int, stop: int) -> list[int]:
         """Return the rows in ``[start, stop)``, clipped to the file, that are not null."""

@@ -510,6 +510,30 @@ async def test_an_in_order_reader_asks_the_reader_once_per_run_not_once_per_file
         nursery.cancel_scope.cancel()
 
 
+async def test_chunks_of_a_grid_are_indexed_in_bulk_and_fetched_together() -> None:
+    refs = DictReferences(
+        explicit={"g/.zarray": Inline(b"{}")},
+        grid_list=[ChunkGrid("g", (CHUNKS,), ".")],
+        chunks={0: {i: Range("mem://o", i * CHUNK, CHUNK) for i in range(CHUNKS)}},
+    )
+    target = MemoryTarget(objects={"mem://o": OBJECT})
+    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
+    config = ReadConfig(neighbour_bytes=4 * CHUNK, neighbour_gap=100)
+    reader = Reader(target, config, RetryConfig(retries=0))
+    fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        for number in range(CHUNKS):
+            handle = await fs.open(await path_inode(fs, f"g/{number}"), os.O_RDONLY)
+            assert await fs.read(handle, 0, CHUNK) == expected(number)
+            fs.release(handle)
+            await trio.testing.wait_all_tasks_blocked()
+        assert spans(target) == [(0, 1000), (1000, 5000), (5000, 9000), (9000, 12000)]
+        nursery.cancel_scope.cancel()
+    # one chunk() per file opened: the index took the grid's ranges in one call
+    assert sorted(refs.chunk_calls) == [(0, i) for i in range(CHUNKS)]
+
+
 async def test_small_chunks_in_order_are_fetched_in_runs_of_the_count_limit() -> None:
     fs, target, reader = chunked_fs(neighbour_bytes=100 * CHUNK, neighbour_count=4)
     async with trio.open_nursery() as nursery:

@@ -178,14 +178,15 @@ def test_leaf_chunks_say_which_chunk_each_listed_position_is() -> None:
         directory = walk(tree, path)
         leaves = tree.leaf_chunks(directory)
         assert leaves is not None, path
-        grid_id, first, skip = leaves
+        grid_id, first, skip, total = leaves
         assert grid_id == grid
+        assert total == sum(1 for _, position in tree.children(directory) if position > skip)
         for entry, position in tree.children(directory):
             if position > skip:
                 source = tree.file_source(entry.inode)
                 assert source == GridChunk(grid, first + position - 1 - skip), entry.name
-    assert tree.leaf_chunks(walk(tree, "x"))[1:] == (0, 2)  # type: ignore[index]
-    assert tree.leaf_chunks(walk(tree, "deep/y/1/1"))[1:] == (9, 0)  # type: ignore[index]
+    assert tree.leaf_chunks(walk(tree, "x"))[1:] == (0, 2, 6)  # type: ignore[index]
+    assert tree.leaf_chunks(walk(tree, "deep/y/1/1"))[1:] == (9, 0, 3)  # type: ignore[index]
     for path in ("", "deep", "deep/y", "deep/y/1", "z"):
         assert tree.leaf_chunks(walk(tree, path) if path else ROOT_INODE) is None, path
 

@@ -25,6 +25,7 @@ from refmount.formats.parquet import ParquetReferenceSet, load_parquet
 from refmount.model import (
     ROOT_INODE,
     ChunkGrid,
+    ChunkRanges,
     Inline,
     Range,
     Reference,
@@ -505,6 +506,42 @@ def test_path_encodings_with_nulls(tmp_path: Path, target: str, path_type: str) 
         None,
     ]
     assert list(references.chunks_present(0)) == [0, 2]
+
+
+def test_chunk_ranges_give_the_loaded_range_chunks_per_target(tmp_path: Path, target: str) -> None:
+    root = tmp_path / "ranges.parq"
+    write_parquet_set(root, {"a/.zarray": zarray([12], [1])}, {}, record_size=6)
+    other = "other.bin"  # a relative path: resolved against the set's directory
+    table = pa.table(
+        {
+            "path": pa.array([target, None, other, target, target, target], pa.string()),
+            "offset": pa.array([0, 0, 2, 7, 0, 9], pa.int64()),
+            "size": pa.array([1, 0, 3, 2, 0, 2], pa.int64()),
+            "raw": pa.array([None, None, None, b"abc", None, None], pa.binary()),
+        }
+    )
+    write_table(root / "a" / "refs.0.parq", table)
+    write_table(root / "a" / "refs.1.parq", table)
+    references = load_parquet(LocalSource(root), LoadOptions())
+    assert references.chunk_ranges(0, 0, 12) == {}  # nothing loaded: nothing known
+    references.chunk(0, 0)
+    # range, absent, range into another target, inline, whole file, range
+    ranges = references.chunk_ranges(0, 0, 12)  # the second record is still not loaded
+    assert ranges == {
+        target: ChunkRanges([0, 9], [1, 2]),
+        references.chunk(0, 2).url: ChunkRanges([2], [3]),  # type: ignore[union-attr]
+    }
+    expected: dict[str, ChunkRanges] = {}
+    for index in range(6):  # what ``chunk`` says, one chunk at a time
+        reference = references.chunk(0, index)
+        if isinstance(reference, Range) and reference.length > 0:
+            found = expected.setdefault(reference.url, ChunkRanges())
+            found.offsets.append(reference.offset)
+            found.lengths.append(reference.length)
+    assert ranges == expected
+    references.chunk(0, 6)
+    assert references.chunk_ranges(0, 4, 8) == {target: ChunkRanges([9, 0], [2, 1])}
+    assert references.chunk_ranges(0, 12, 20) == {}  # past the grid
 
 
 def test_chunk_sizes_answer_listings_without_loading(tmp_path: Path, target: str) -> None:
