@@ -184,32 +184,36 @@ class LocalRoots:
 
     def problem(self, url: str) -> str | None:
         """Return why ``url`` may not be read, or None when it may."""
+        return self._examine(url)[0]
+
+    def _examine(self, url: str) -> tuple[str | None, str | None]:
+        """Return why ``url`` may not be read (None: it may) and its real local path (None
+        when it is not a local file)."""
         *wrappers, last = url.split("::")
         for protocol in [protocol_of(part) or part for part in wrappers] + [protocol_of(last)]:
             if protocol is not None and protocol.lower() in UNCHECKABLE_PROTOCOLS:
                 return (
                     f"protocol {protocol!r} may read any local file and is not allowed on a "
                     "mount other users can read"
-                )
+                ), None
         path = self.local_path(url)
         if path is None:
-            return None
+            return None, None
         real = os.path.realpath(path)
         if any(_inside(real, root) for root in self._roots):
-            return None
+            return None, real
         roots = ", ".join(self._roots) if self._roots else "none given"
         return (
             f"the local file {real} is outside the local roots ({roots}); other users can "
             "read this mount, so local targets must lie under --local-root DIR"
-        )
+        ), real
 
     def resolve(self, url: str) -> str:
         """Return the real path of a local ``url``; raise ``RemoteAccessError`` if refused."""
-        problem = self.problem(url)
+        problem, real = self._examine(url)
         if problem is not None:
             raise RemoteAccessError(url, problem)
-        path = self.local_path(url)
-        return os.path.realpath(path) if path is not None else url
+        return real if real is not None else url
 
 
 def _inside(path: str, root: str) -> bool:
