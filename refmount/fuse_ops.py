@@ -340,7 +340,8 @@ class FuseOperations(pyfuse3.Operations):
 
 
 def _describe(entry: pyfuse3.EntryAttributes, attributes: Attributes) -> None:
-    """Set the fields of ``entry`` that differ from node to node."""
+    """Set the fields of ``entry`` that come from one node's attributes (all but timeouts and
+    constants), so one object can describe node after node."""
     entry.st_ino = pyfuse3.InodeT(attributes.inode)
     entry.st_mode = pyfuse3.ModeT(attributes.mode)
     entry.st_nlink = attributes.nlink
