@@ -443,7 +443,7 @@ async def test_neighbour_prefetch_says_where_asking_again_can_do_anything(
     reader = reader_for(target, neighbour_bytes=1000, neighbour_count=4)
     spans = [(start, start + 100) for start in range(0, 1000, 100)]
     async with trio.open_nursery() as nursery:
-        assert reader.prefetch_neighbours("d", "mem://obj", spans).resume_at == 0  # off: now
+        assert reader.prefetch_neighbours("d", "mem://obj", spans).resume_at == 0  # no nursery
         reader.start_background(nursery)
         first = reader.prefetch_neighbours("d", "mem://obj", spans)
         # four spans (the count) requested; from the fourth on, fewer than two are ahead
