@@ -512,10 +512,10 @@ class RefFilesystem:
             if count >= most:
                 return None
             if chunks is not None and count >= chunks.position:
-                break
+                break  # the chunk files, taken above; what comes before is stored keys
             if entry.is_dir:
                 continue
-            reference = self._reference_at_hand(entry, prefix)
+            reference = self._references.get(prefix + entry.name)  # the key, not rebuilt
             if isinstance(reference, Range) and 0 < reference.length <= limit:
                 rows.setdefault(reference.url, []).append(
                     (reference.offset, reference.offset + reference.length)
@@ -527,20 +527,6 @@ class RefFilesystem:
                 array("q", (s for s, _ in spans)), array("q", (e for _, e in spans))
             )
         return index
-
-    def _reference_at_hand(self, entry: Entry, prefix: str) -> Reference | None:
-        """Return a file entry's reference if it is known without I/O (safe in a thread).
-
-        ``prefix`` is the directory's path with a trailing ``/`` (empty at the root): a static
-        file's key is the prefix plus its name, so the tree need not rebuild it.
-        """
-        if self._tree.is_static(entry.inode):
-            return self._references.get(prefix + entry.name)
-        source = self._tree.file_source(entry.inode)
-        assert isinstance(source, GridChunk)
-        if self._references.chunk_is_loaded(source.grid, source.index):
-            return self._references.chunk(source.grid, source.index)
-        return None
 
     async def read(self, handle: FileHandle, offset: int, size: int) -> bytes | memoryview:
         """Return ``size`` bytes at ``offset``, fewer only at the end of the file."""

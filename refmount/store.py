@@ -319,7 +319,10 @@ class Store:
         of a second or more): the read path calls it from a worker thread then
         (``_resolve``), and ``prepare`` does it ahead of the first read.
         """
-        key = self._filesystem_key(url)
+        return self._filesystem_for(url, self._filesystem_key(url))
+
+    def _filesystem_for(self, url: str, key: tuple[str, str | None]) -> tuple[FileSystem, str]:
+        """``filesystem`` for ``url``, whose ``_filesystem_key`` is ``key``."""
         with self._lock:
             fs = self._filesystems.get(key)
             if fs is None:
@@ -347,9 +350,10 @@ class Store:
         A URL whose filesystem cannot be created is left for its first read to report.
         """
         for url in urls:
-            if self._filesystem_key(url) not in self._filesystems:
+            key = self._filesystem_key(url)
+            if key not in self._filesystems:
                 try:
-                    self.filesystem(url)
+                    self._filesystem_for(url, key)
                 except Exception as error:  # noqa: BLE001 - the read that needs it will say
                     log.debug("cannot prepare a filesystem for %s yet: %s", url, error)
 
@@ -387,18 +391,19 @@ class Store:
         return size
 
     async def _resolve(self, url: str) -> tuple[FileSystem, str]:
-        if self._filesystem_key(url) not in self._filesystems:
+        key = self._filesystem_key(url)
+        if key not in self._filesystems:
             # the first use of a protocol may import it: not on the event loop
-            await trio.to_thread.run_sync(self._filesystem, url, limiter=self._threads)
+            await trio.to_thread.run_sync(self._filesystem, url, key, limiter=self._threads)
         if self._local_roots is not None:
             real = self._local_roots.resolve(url)  # raises RemoteAccessError
             if _is_plain_local(url):
-                return self._filesystem(url)[0], real
-        return self._filesystem(url)
+                return self._filesystem(url, key)[0], real
+        return self._filesystem(url, key)
 
-    def _filesystem(self, url: str) -> tuple[FileSystem, str]:
+    def _filesystem(self, url: str, key: tuple[str, str | None]) -> tuple[FileSystem, str]:
         try:
-            return self.filesystem(url)
+            return self._filesystem_for(url, key)
         except Exception as error:
             raise RemoteError(url, f"cannot open a filesystem for it: {error}") from error
 
@@ -521,13 +526,14 @@ class Store:
         if pin is None or not pin.known:
             return data
         now = self._clock()
-        if not pin.same(Pin.from_stat(status, now)):
-            raise RemoteChangedError(url, pin.describe(), Pin.from_stat(status, now).describe())
+        current = Pin.from_stat(status, now)
+        if not pin.same(current):
+            raise RemoteChangedError(url, pin.describe(), current.describe())
         if now - pin.checked >= self._recheck_after:
-            current = Pin.from_stat(await self._in_thread(url, lambda: os.stat(path)), now)
-            if not pin.same(current):
+            at_path = Pin.from_stat(await self._in_thread(url, lambda: os.stat(path)), now)
+            if not pin.same(at_path):
                 self._local.forget(path)
-                raise RemoteChangedError(url, pin.describe(), current.describe())
+                raise RemoteChangedError(url, pin.describe(), at_path.describe())
             pin.checked = now
         return data
 

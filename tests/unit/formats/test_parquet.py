@@ -510,18 +510,11 @@ def test_path_encodings_with_nulls(tmp_path: Path, target: str, path_type: str) 
 
 def test_chunk_ranges_give_the_loaded_range_chunks_per_target(tmp_path: Path, target: str) -> None:
     root = tmp_path / "ranges.parq"
-    write_parquet_set(root, {"a/.zarray": zarray([12], [1])}, {}, record_size=6)
     other = "other.bin"  # a relative path: resolved against the set's directory
-    table = pa.table(
-        {
-            "path": pa.array([target, None, other, target, target, target], pa.string()),
-            "offset": pa.array([0, 0, 2, 7, 0, 9], pa.int64()),
-            "size": pa.array([1, 0, 3, 2, 0, 2], pa.int64()),
-            "raw": pa.array([None, None, None, b"abc", None, None], pa.binary()),
-        }
-    )
-    write_table(root / "a" / "refs.0.parq", table)
-    write_table(root / "a" / "refs.1.parq", table)
+    rows: dict[int, RefValue] = {0: [target, 0, 1], 2: [other, 2, 3], 3: "abc"}
+    rows |= {4: [target, 0, 0], 5: [target, 9, 2]}
+    chunks = {"a": {record * 6 + row: value for record in (0, 1) for row, value in rows.items()}}
+    write_parquet_set(root, {"a/.zarray": zarray([12], [1])}, chunks, record_size=6)
     references = load_parquet(LocalSource(root), LoadOptions())
     assert references.chunk_ranges(0, 0, 12) == {}  # nothing loaded: nothing known
     references.chunk(0, 0)
