@@ -152,13 +152,25 @@ class FilesystemStatistics:
     name_max: int
 
 
+@dataclass(slots=True)
+class _Opening:
+    """Where an open file's range lies in its object, and whether a read of it was answered."""
+
+    url: str
+    start: int
+    end: int
+    answered: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class OpenFile:
-    """An open file: its inode, its key and the reference its bytes come from."""
+    """An open file: its inode, its key, the reference its bytes come from and, when it may
+    start neighbour prefetch, its ``_Opening``."""
 
     inode: Inode
     key: str
     reference: Reference
+    opening: _Opening | None = None
 
 
 class _ChunkSizes:
@@ -234,7 +246,7 @@ class RefFilesystem:
         self._target_problem = target_problem
         self._problems: dict[str, str | None] = {}
         self._recent_references: dict[Inode, tuple[Reference, str | None]] = {}
-        self._last_open: OrderedDict[Inode, tuple[str, int, int]] = OrderedDict()
+        self._last_open: OrderedDict[Inode, _Opening] = OrderedDict()
         self._sibling_indexes: OrderedDict[Inode, _SiblingIndex | None] = OrderedDict()
         self._indexing: set[Inode] = set()
         self._unlisted: OrderedDict[tuple[Inode, int], list[tuple[Entry, Attributes, int]]] = (
@@ -376,9 +388,11 @@ class RefFilesystem:
             self._check_target(inode, reference)  # a chunk; a static key was checked at start
         handle = FileHandle(next(self._handles))
         self._open[handle] = OpenFile(
-            inode, key if key is not None else self._tree.path(inode), reference
+            inode,
+            key if key is not None else self._tree.path(inode),
+            reference,
+            self._notice_open(inode, reference),
         )
-        self._notice_open(inode, reference)
         return handle
 
     def _open_statistics(self) -> FileHandle:
@@ -395,18 +409,19 @@ class RefFilesystem:
 
     # ------------------------------------------------------------------ neighbour prefetch
 
-    def _notice_open(self, inode: Inode, reference: Reference) -> None:
+    def _notice_open(self, inode: Inode, reference: Reference) -> _Opening | None:
         """Prefetch the following references of the object when a directory is read in order.
 
         In order: the file opened starts in the same object as the one opened just before it
-        in the same directory, at most ``neighbour_gap`` bytes after its end, and that one's
-        bytes are already in memory (it was read; files opened together by parallel readers
-        do not count, they already overlap their requests). Local files are left out: a
-        request costs them little, and one large read would only serialize parallel ones.
-        The directory's
-        sibling index (its range references per object, sorted by offset) is built once, on
-        the first in-order open (in a worker thread for large directories); the chain of
-        references from this one on goes to ``Reader.prefetch_neighbours``.
+        in the same directory, at most ``neighbour_gap`` bytes after its end, and a read of
+        that one was answered since it was opened. Files opened together by parallel readers
+        do not count (they already overlap their requests), nor do files the kernel answers
+        from its page cache, which sends no read (a second pass needs nothing fetched).
+        Local files are left out: a request costs them little, and one large read would only
+        serialize parallel ones. The directory's sibling index (its range references per
+        object, sorted by offset) is built once, on the first in-order open (in a worker
+        thread for large directories); the chain of references from this one on goes to
+        ``Reader.prefetch_neighbours``. Returns the opening to mark once a read is answered.
         """
         config = self._reader.config
         if (
@@ -416,22 +431,24 @@ class RefFilesystem:
             or not 0 < reference.length <= config.whole_fetch_limit
             or _is_local(reference.url)
         ):
-            return
+            return None
         parent = self._tree.parent(inode)
         previous = self._last_open.pop(parent, None)
-        self._last_open[parent] = (reference.url, reference.offset, reference.length)
+        opening = _Opening(reference.url, reference.offset, reference.offset + reference.length)
+        self._last_open[parent] = opening
         if len(self._last_open) > OPEN_HISTORY:
             self._last_open.popitem(last=False)
-        if previous is None:
-            return
-        url, start, length = previous
-        end = start + length
         if (
-            url != reference.url
-            or not end <= reference.offset <= end + config.neighbour_gap
-            or not self._reader.holds(url, start, end)
+            previous is not None
+            and previous.answered
+            and previous.url == reference.url
+            and previous.end <= reference.offset <= previous.end + config.neighbour_gap
         ):
-            return
+            self._prefetch_from(parent, reference)
+        return opening
+
+    def _prefetch_from(self, parent: Inode, reference: Range) -> None:
+        """Prefetch after ``reference`` once its directory's sibling index is at hand."""
         if parent in self._sibling_indexes:
             self._sibling_indexes.move_to_end(parent)
             self._prefetch_after(parent, reference)
@@ -536,7 +553,10 @@ class RefFilesystem:
         if opened.inode == STATS_INODE:
             assert isinstance(opened.reference, Inline)
             return opened.reference.data[offset : offset + size]
-        return await self._reader.read(opened.key, opened.reference, offset, size)
+        data = await self._reader.read(opened.key, opened.reference, offset, size)
+        if opened.opening is not None:
+            opened.opening.answered = True
+        return data
 
     def release(self, handle: FileHandle) -> None:
         """Forget an open file."""

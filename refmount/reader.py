@@ -12,7 +12,7 @@ from typing import Generic, Protocol, TypeVar
 
 import trio
 
-from refmount.cache import ByteCache
+from refmount.cache import ByteCache, Data
 from refmount.config import ReadConfig, RetryConfig
 from refmount.errors import (
     RemoteAccessError,
@@ -35,6 +35,9 @@ STREAMS = 256
 
 SEEK_BACK = 1024 * 1024
 """How far before the end of the last read a read may start and still count as sequential."""
+
+PARTLY_SERVED = 4096
+"""How many cached entries served in part the reader follows (the least recently served go)."""
 
 
 class Target(Protocol):
@@ -158,6 +161,7 @@ class ReaderStatistics:
     errors: int
     prefetches: int = 0
     bytes_prefetched: int = 0
+    bytes_cached: int = 0
 
 
 class Reader:
@@ -165,11 +169,13 @@ class Reader:
 
     A reference of up to ``whole_fetch_limit`` bytes is fetched whole by its first read and
     later reads are sliced from memory. Larger references are fetched in aligned blocks of
-    ``block_size``. Every fetch must return exactly the bytes asked for: a shorter answer is
-    retried and then a ``ShortReadError``, never padded; a longer one means the server ignored
-    the range. Each request is bounded by ``retry.timeout`` and retried as ``retry`` says.
-    A read the target can answer at once (``read_now``) skips all of that and the cache.
-    Runs on the event loop thread only.
+    ``block_size``. Once every byte of such an entry (or block) was served, it leaves the
+    cache: the kernel's page cache holds those bytes and answers the next reads of them.
+    Every fetch must return exactly the bytes asked for: a shorter answer is retried and then
+    a ``ShortReadError``, never padded; a longer one means the server ignored the range.
+    Each request is bounded by ``retry.timeout`` and retried as ``retry`` says. A read the
+    target can answer at once (``read_now``) skips all of that and the cache. Runs on the
+    event loop thread only.
 
     Prefetch runs in the background only once ``start_background`` gave a nursery: blocks
     ahead of a sequential read of a large reference, and neighbour spans that the filesystem
@@ -192,7 +198,8 @@ class Reader:
         self._retry = retry or RetryConfig()
         self._jitter = jitter
         self._cache = ByteCache(config.cache_size)
-        self._fetches: SingleFlight[bytes] = SingleFlight()
+        self._fetches: SingleFlight[Data] = SingleFlight()
+        self._partly_served: OrderedDict[tuple[str, int, int], int] = OrderedDict()
         self._sizes: SingleFlight[int] = SingleFlight()
         self._known_sizes: dict[str, int] = {}
         self._in_flight_bytes = 0
@@ -233,10 +240,6 @@ class Reader:
             await job()
         except Exception as error:  # noqa: BLE001 - best effort: a prefetch never surfaces
             log.debug("prefetch of %s failed: %s", what, error)
-
-    def holds(self, url: str, start: int, end: int) -> bool:
-        """Return True if the range ``[start, end)`` of ``url`` is cached as one entry."""
-        return (url, start, end) in self._cache
 
     def _prefetch_room(self) -> int:
         """Return how many more bytes prefetch may have in flight: half the budget at most."""
@@ -291,8 +294,10 @@ class Reader:
             self._bytes_served += len(at_hand)
             return at_hand
         if total <= self._config.whole_fetch_limit:
-            blob = await self._fetch(key, reference.url, base, base + total)
+            cache_key = (reference.url, base, base + total)
+            blob = await self._fetch(key, *cache_key)
             data: bytes | memoryview = memoryview(blob)[offset:end]
+            self._served(cache_key, end - offset)
         else:
             data = await self._read_blocks(key, reference.url, base, total, offset, end)
             self._follow(key, reference.url, base, total, offset, end)
@@ -394,7 +399,7 @@ class Reader:
             return NeighbourPrefetch(0, 0)  # the read being served asks for that one anyway
         requested = 0
         for part in _parts(run, config.neighbour_part_bytes):
-            claimed: list[tuple[tuple[str, int, int], _Flight[bytes]]] = []
+            claimed: list[tuple[tuple[str, int, int], _Flight[Data]]] = []
             for start, end in part:
                 flight = self._fetches.claim((url, start, end))
                 assert flight is not None  # checked above, with no await in between
@@ -416,7 +421,7 @@ class Reader:
         )
 
     async def _coalesced(
-        self, key: str, url: str, claimed: list[tuple[tuple[str, int, int], _Flight[bytes]]]
+        self, key: str, url: str, claimed: list[tuple[tuple[str, int, int], _Flight[Data]]]
     ) -> None:
         """Fetch the claimed spans in one request and settle each; abandon them on failure."""
         first, last = claimed[0][0][1], claimed[-1][0][2]
@@ -427,16 +432,17 @@ class Reader:
                 )
             finally:
                 self._in_flight_bytes -= last - first
+            whole = memoryview(data)  # the entries share the answer's memory: no copies
             for cache_key, flight in claimed:
                 _, start, end = cache_key
-                value = data[start - first : end - first]
+                value = whole[start - first : end - first]
                 self._cache.put(cache_key, value, reserve=self._in_flight_bytes)
                 self._fetches.settle(cache_key, flight, value)
         finally:
             self._release(claimed, 0)  # abandons whatever was not settled
 
     def _release(
-        self, claimed: list[tuple[tuple[str, int, int], _Flight[bytes]]], in_flight: int
+        self, claimed: list[tuple[tuple[str, int, int], _Flight[Data]]], in_flight: int
     ) -> None:
         self._in_flight_bytes -= in_flight
         for cache_key, flight in claimed:
@@ -446,23 +452,44 @@ class Reader:
         self, key: str, url: str, base: int, total: int, offset: int, end: int
     ) -> bytes:
         block = self._config.block_size
-        pieces: list[bytes] = []
+        pieces: list[Data] = []
         for number in range(offset // block, (end - 1) // block + 1):
             start = number * block
             stop = min(start + block, total)
             piece = await self._fetch(key, url, base + start, base + stop)
             pieces.append(piece[max(offset - start, 0) : end - start])
+            self._served((url, base + start, base + stop), len(pieces[-1]))
         return b"".join(pieces)
+
+    def _served(self, cache_key: tuple[str, int, int], served: int) -> None:
+        """Count ``served`` more bytes of an entry; once all of them went out, drop it.
+
+        The kernel keeps what it was sent in its page cache and asks again only for what it
+        dropped since (memory pressure): so the memory goes back to be reused at once,
+        instead of fresh memory for every new entry until the budget is full. Bytes are
+        counted, not ranges: the kernel asks for each page once while it keeps it.
+        """
+        length = cache_key[2] - cache_key[1]
+        if served < length:
+            served += self._partly_served.pop(cache_key, 0)
+            if served < length:
+                self._partly_served[cache_key] = served
+                if len(self._partly_served) > PARTLY_SERVED:
+                    self._partly_served.popitem(last=False)
+                return
+        elif self._partly_served:
+            self._partly_served.pop(cache_key, None)
+        self._cache.discard(cache_key)
 
     async def _fetch(
         self, key: str, url: str, start: int, end: int, *, background: bool = False
-    ) -> bytes:
+    ) -> Data:
         cache_key = (url, start, end)
         cached = self._cache.get(cache_key)
         if cached is not None:
             return cached
 
-        async def fetch() -> bytes:
+        async def fetch() -> Data:
             length = end - start
             self._in_flight_bytes += length
             self._cache.shrink(self._in_flight_bytes)
@@ -545,6 +572,7 @@ class Reader:
             self._errors,
             self._prefetches,
             self._bytes_prefetched,
+            self._cache.size,
         )
 
 

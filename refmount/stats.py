@@ -173,6 +173,7 @@ class Statistics:
             "fetches": reader.fetches,
             "bytes_fetched": reader.bytes_fetched,
             "cache_hits": reader.cache_hits,
+            "bytes_cached": reader.bytes_cached,
             "retries": reader.retries,
             "errors": reader.errors,
             "operations": {
@@ -196,6 +197,7 @@ _COUNTERS = (
     ("target fetches", "fetches"),
     ("bytes fetched", "bytes_fetched"),
     ("cache hits", "cache_hits"),
+    ("bytes cached", "bytes_cached"),
     ("retries", "retries"),
     ("fetch errors", "errors"),
 )

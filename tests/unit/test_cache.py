@@ -55,3 +55,39 @@ def test_membership_does_not_count_as_a_hit_or_a_miss() -> None:
     assert "b" not in cache
     stats = cache.statistics()
     assert (stats.hits, stats.misses) == (0, 0)
+
+
+def test_views_of_one_buffer_count_it_once_until_the_last_leaves() -> None:
+    cache = ByteCache(100)
+    answer = memoryview(bytes(40))
+    cache.put("a", answer[:10])
+    cache.put("b", answer[10:20])
+    assert cache.size == 40  # the whole buffer stays alive, not just the bytes handed out
+    cache.discard("a")
+    assert cache.size == 40
+    cache.put("b", answer[10:20])  # replacing a view by the same does not count it twice
+    assert cache.size == 40
+    cache.discard("b")
+    assert cache.size == 0
+    assert cache.statistics().entries == 0
+
+
+def test_eviction_goes_on_until_memory_is_freed() -> None:
+    cache = ByteCache(50)
+    answer = memoryview(bytes(30))
+    cache.put("a", answer[:10])
+    cache.put("b", answer[10:20])
+    cache.put("own", b"x" * 10)
+    assert cache.size == 40
+    # 20 more bytes need 10 freed: evicting "a" frees nothing while "b" keeps the buffer
+    cache.put("c", b"y" * 20)
+    assert ("a" in cache, "b" in cache, "own" in cache, "c" in cache) == (False, False, True, True)
+    assert cache.size == 30
+    assert cache.statistics().evictions == 2
+
+
+def test_a_view_of_a_buffer_larger_than_the_budget_is_not_kept() -> None:
+    cache = ByteCache(10)
+    cache.put("a", memoryview(bytes(20))[:5])
+    assert "a" not in cache
+    assert cache.size == 0

@@ -56,6 +56,36 @@ async def test_small_range_is_fetched_whole_once(target: MemoryTarget) -> None:
     assert (stats.fetches, stats.bytes_fetched, stats.cache_hits) == (1, 1000, 1)
 
 
+async def test_an_entry_whose_bytes_were_all_served_leaves_the_cache(
+    target: MemoryTarget,
+) -> None:
+    reader = reader_for(target)
+    ref = Range("mem://obj", 100, 1000)
+    for offset in (300, 0, 600):  # in any order: served bytes are counted
+        assert await reader.read("k", ref, offset, 300) == DATA[100 + offset : 400 + offset]
+    assert reader.statistics().bytes_cached == 1000
+    assert await reader.read("k", ref, 900, 300) == DATA[1000:1100]  # the last 100 bytes
+    assert reader.statistics().bytes_cached == 0
+    assert target.ranges == [("mem://obj", 100, 1100)]
+    # the kernel keeps what it was sent; if it asks again, the bytes are fetched again
+    assert await reader.read("k", ref, 0, 4096) == DATA[100:1100]
+    assert target.ranges == [("mem://obj", 100, 1100)] * 2
+    assert reader.statistics().bytes_cached == 0  # all of it at once: gone at once
+
+
+async def test_a_block_whose_bytes_were_all_served_leaves_the_cache(
+    target: MemoryTarget,
+) -> None:
+    reader = reader_for(target, whole_fetch_limit=1024, block_size=4096)
+    ref = Range("mem://obj", 0, 10_000)
+    assert await reader.read("k", ref, 2048, 4096) == DATA[2048:6144]  # 2 blocks, in part
+    assert reader.statistics().bytes_cached == 8192
+    assert await reader.read("k", ref, 0, 2048) == DATA[:2048]  # block 0 is through
+    assert reader.statistics().bytes_cached == 4096
+    assert await reader.read("k", ref, 6144, 1000) == DATA[6144:7144]  # block 1 stays
+    assert target.ranges == [("mem://obj", 0, 4096), ("mem://obj", 4096, 8192)]
+
+
 async def test_data_at_hand_is_taken_as_asked_without_a_request_or_cache(
     target: MemoryTarget,
 ) -> None:
@@ -474,4 +504,21 @@ async def test_neighbour_spans_are_claimed_at_once_and_settled_from_one_request(
             assert await reader.read("k", ref, 0, 4096) == DATA[start:end]
         assert await reader.read("k", Range("mem://obj", 3500, 1500), 0, 4096) == DATA[3500:5000]
         assert target.ranges[1:] == [("mem://obj", 3500, 5000)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_entries_of_one_coalesced_request_share_its_memory(target: MemoryTarget) -> None:
+    reader = reader_for(target, neighbour_bytes=4096)
+    spans = [(0, 1000), (1000, 2000), (2050, 3000)]
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 3000
+        await trio.testing.wait_all_tasks_blocked()
+        assert reader.statistics().bytes_cached == 3000  # one answer, the gap included
+        for start, end in spans[:2]:
+            assert await reader.read("k", Range("mem://obj", start, end - start), 0, 4096)
+        assert reader.statistics().bytes_cached == 3000  # the last entry keeps it alive
+        assert await reader.read("k", Range("mem://obj", 2050, 950), 0, 4096) == DATA[2050:3000]
+        assert reader.statistics().bytes_cached == 0
+        assert target.ranges == [("mem://obj", 0, 3000)]
         nursery.cancel_scope.cancel()

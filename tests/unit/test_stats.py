@@ -22,7 +22,14 @@ from refmount.stats import (
 )
 
 READER = ReaderStatistics(
-    reads=7, bytes_served=12345, fetches=3, bytes_fetched=9000, cache_hits=4, retries=1, errors=2
+    reads=7,
+    bytes_served=12345,
+    fetches=3,
+    bytes_fetched=9000,
+    cache_hits=4,
+    retries=1,
+    errors=2,
+    bytes_cached=2048,
 )
 
 
@@ -100,6 +107,7 @@ def test_snapshot_holds_reader_counters_operations_and_uptime() -> None:
     assert (snapshot["reads"], snapshot["bytes_served"]) == (7, 12345)
     assert (snapshot["fetches"], snapshot["bytes_fetched"]) == (3, 9000)
     assert (snapshot["cache_hits"], snapshot["retries"], snapshot["errors"]) == (4, 1, 2)
+    assert snapshot["bytes_cached"] == 2048
     lookup = snapshot["operations"]["lookup"]
     assert lookup["count"] == 2
     assert lookup["errors"] == 1
@@ -127,6 +135,7 @@ def test_table_shows_counters_operations_and_errnos() -> None:
     assert "refs.json" in text
     assert "bytes served    12,345 (12.1 KiB)" in text
     assert "cache hits      4" in text
+    assert "bytes cached    2,048 (2.0 KiB)" in text
     header = next(line for line in text.splitlines() if line.startswith("operation"))
     assert header.split() == ["operation", "count", "errors", "p50", "p90", "p99", "max"]
     read = next(line for line in text.splitlines() if line.startswith("read "))
