@@ -154,10 +154,9 @@ class FilesystemStatistics:
 
 @dataclass(slots=True)
 class _Opening:
-    """Where an open file's range lies in its object, and whether a read of it was answered."""
+    """Where an open file's range ends in its object, and whether a read of it was answered."""
 
     url: str
-    start: int
     end: int
     answered: bool = False
 
@@ -434,7 +433,7 @@ class RefFilesystem:
             return None
         parent = self._tree.parent(inode)
         previous = self._last_open.pop(parent, None)
-        opening = _Opening(reference.url, reference.offset, reference.offset + reference.length)
+        opening = _Opening(reference.url, reference.offset + reference.length)
         self._last_open[parent] = opening
         if len(self._last_open) > OPEN_HISTORY:
             self._last_open.popitem(last=False)
