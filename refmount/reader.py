@@ -465,9 +465,10 @@ class Reader:
         """Count ``served`` more bytes of an entry; once all of them went out, drop it.
 
         The kernel keeps what it was sent in its page cache and asks again only for what it
-        dropped since (memory pressure): so the memory goes back to be reused at once,
+        dropped since (that is fetched again): so the memory goes back to be reused at once,
         instead of fresh memory for every new entry until the budget is full. Bytes are
-        counted, not ranges: the kernel asks for each page once while it keeps it.
+        counted, not ranges: the kernel asks for each page once while it keeps it. Keys
+        that share one entry share the count, so such an entry may leave early.
         """
         length = cache_key[2] - cache_key[1]
         if served < length:
