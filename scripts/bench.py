@@ -8,8 +8,11 @@ mounts and ``vmtouch``, which keeps the targets resident in the page cache while
 For each target (local files, HTTP, S3) the same keys are read by refmount (the real command,
 mounted in a child process), by in-process fsspec ``ReferenceFileSystem.cat`` one key at a time,
 by fsspec's own FUSE mount (``fsspec.fuse``, in a child process) and directly from the target
-(``os.pread`` or concurrent ranged GETs: the physical limit). Each measurement is bounded by
-``--budget`` seconds: a loop that runs out of time reports the rate of what it did.
+(``os.pread`` or concurrent ranged GETs: the physical limit). The "pyfuse3 floor" serves the same
+1 MiB chunks from memory through the least a pyfuse3 filesystem can do
+(``scripts/fuse_floor.py``): what no pyfuse3 daemon, refmount included, can beat on this
+machine. Each measurement is bounded by ``--budget`` seconds: a loop that runs out of time
+reports the rate of what it did.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from refmount import kernel
 from tests.integration.datasets import zarray
 from tests.integration.mounting import is_mounted, unmount
 from tests.servers import (
@@ -53,6 +57,7 @@ from tests.servers import (
 KIB = 1024
 MIB = 1024 * KIB
 ROOT = Path(__file__).resolve().parent.parent
+FLOOR_SCRIPT = ROOT / "scripts" / "fuse_floor.py"
 NGINX_TEMPLATE = ROOT / "bench" / "nginx.conf.template"
 S3RVER = ROOT / "bench" / "node" / "node_modules" / ".bin" / "s3rver"
 FUSEPY_DEBIAN = Path("/usr/lib/python3/dist-packages/fusepy.py")
@@ -60,13 +65,15 @@ FUSEPY_DEBIAN = Path("/usr/lib/python3/dist-packages/fusepy.py")
 S3RVER_KEY = "S3RVER"
 """s3rver's fixed dummy access key and secret."""
 SECTIONS = ("local", "http", "s3", "listing", "huge", "json")
-TOOLS = ("refmount", "cat", "fuse", "raw")
+TOOLS = ("refmount", "cat", "fuse", "raw", "floor")
 TOOL_TITLES = {
     "refmount": "refmount",
     "cat": "fsspec cat",
     "fuse": "fsspec.fuse",
     "raw": "raw",
+    "floor": "pyfuse3 floor",
 }
+BASELINES = ("cat", "fuse", "raw", "floor")
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -104,6 +111,16 @@ def proc_status(pid: int) -> dict[str, float]:
             if name in ("VmRSS", "VmHWM"):
                 fields[name] = int(value.split()[0]) / 1024
     return fields
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User and system CPU time ``pid`` has used so far (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class CpuMeter:
@@ -486,6 +503,18 @@ class Target:
         )
 
 
+@contextlib.contextmanager
+def floor_mount(workdir: Path, source: Path, tuned: bool = False) -> Iterator[Mount]:
+    """Mount the pyfuse3 floor serving ``source``'s 1 MiB chunks as ``big/<i>``; with
+    ``tuned``, apply the kernel tuning ``-o tune_kernel`` applies."""
+    mountpoint = fresh_mountpoint(workdir, "floor")
+    command = [sys.executable, str(FLOOR_SCRIPT), str(source), str(MIB), str(mountpoint)]
+    with mount_child(command, mountpoint) as mount:
+        if tuned:
+            kernel.tune_connection(os.stat(mountpoint).st_dev, kernel.KernelTuning())
+        yield mount
+
+
 FSSPEC_FUSE_CHILD = """
 import json, sys
 import fsspec, fsspec.fuse
@@ -757,8 +786,11 @@ def measure_target(
             ttfb = [first_byte(mount.path / "big" / str(i)) for i in cold]
             record("ttfb_ms", "refmount", 1000 * statistics.median(ttfb))
             paths = [mount.path / k for k in big_keys]
+            cpu = process_cpu_seconds(mount.process.pid)
             run = bounded(paths, read_whole, budget)
             record("seq_1mib_1_reader_mib_s", "refmount", run.mib_s())
+            cpu = process_cpu_seconds(mount.process.pid) - cpu
+            record("seq_cpu_ms_per_mib", "refmount", 1000 * cpu * MIB / max(1, run.nbytes))
             reread = bounded(paths[: run.count], read_whole, budget)
             record("reread_page_cache_mib_s", "refmount", reread.mib_s())
             out.setdefault("verify", {})["refmount"] = verify(
@@ -817,8 +849,11 @@ def measure_target(
             fs.cat_file(f"big/{i}", 0, 1)
             ttfb.append(time.perf_counter() - begun)
         record("ttfb_ms", "cat", 1000 * statistics.median(ttfb))
+        cpu = time.process_time()
         run = bounded(big_keys, lambda k: len(fs.cat(k)), budget)
         record("seq_1mib_1_reader_mib_s", "cat", run.mib_s())
+        cpu = time.process_time() - cpu
+        record("seq_cpu_ms_per_mib", "cat", 1000 * cpu * MIB / max(1, run.nbytes))
         out.setdefault("verify", {})["cat"] = verify(data, "big", lambda i: fs.cat(f"big/{i}"))
         run = bounded(
             picks, lambda p: len(fs.cat_file(f"big/{p[0]}", p[1], p[1] + 4 * KIB)), budget
@@ -833,6 +868,30 @@ def measure_target(
             record(f"many_4kib_{figure}_files_s", "cat", run.per_second())
 
     attempt("cat", "cat", cat)
+
+    # ---- the pyfuse3 floor: the same chunks from memory, through the least pyfuse3 can do
+    def floor() -> None:
+        with floor_mount(workdir, data.big_file) as mount:
+            ttfb = [first_byte(mount.path / "big" / str(i)) for i in cold]
+            record("ttfb_ms", "floor", 1000 * statistics.median(ttfb))
+            paths = [mount.path / k for k in big_keys]
+            cpu = process_cpu_seconds(mount.process.pid)
+            run = bounded(paths, read_whole, budget)
+            record("seq_1mib_1_reader_mib_s", "floor", run.mib_s())
+            cpu = process_cpu_seconds(mount.process.pid) - cpu
+            record("seq_cpu_ms_per_mib", "floor", 1000 * cpu * MIB / max(1, run.nbytes))
+            reread = bounded(paths[: run.count], read_whole, budget)
+            record("reread_page_cache_mib_s", "floor", reread.mib_s())
+        with floor_mount(workdir, data.big_file) as mount:
+            paths = [mount.path / k for k in big_keys]
+            run = bounded_parallel(paths, read_whole, budget, 8)
+            record("seq_1mib_8_readers_mib_s", "floor", run.mib_s())
+        with floor_mount(workdir, data.big_file, tuned=True) as mount:
+            paths = [mount.path / k for k in big_keys]
+            run = bounded(paths, read_whole, budget)
+            record("seq_1mib_1_reader_tuned_mib_s", "floor", run.mib_s())
+
+    attempt("floor", "floor", floor)
 
     # ---- fsspec.fuse (mounted at big/ and many/: it cannot mount a reference set's root)
     def fuse_big() -> None:
@@ -1172,17 +1231,29 @@ class Row:
     check: Callable[[dict[str, float | None]], bool | None] | None = None
     ratios: dict[str, float | None] = field(default_factory=dict)
     met: bool | None = None
+    floor_met: bool | None = None
+    """The goal applied to the pyfuse3 floor's figure: False means no pyfuse3 daemon meets it
+    on this machine (the floor does less work per read than any can)."""
+
+    def ratios_of(self, tool: str) -> dict[str, float | None]:
+        """How many times better ``tool`` is than each baseline (None where unknown)."""
+        mine = number(self.values.get(tool))
+        ratios: dict[str, float | None] = {}
+        for baseline in BASELINES:
+            other = number(self.values.get(baseline))
+            if mine is None or other is None or mine == 0 or other == 0:
+                ratios[baseline] = None
+            else:
+                ratios[baseline] = mine / other if self.higher_is_better else other / mine
+        return ratios
 
     def compute(self) -> None:
-        mine = number(self.values.get("refmount"))
-        for tool in ("cat", "fuse", "raw"):
-            other = number(self.values.get(tool))
-            if mine is None or other is None or mine == 0 or other == 0:
-                self.ratios[tool] = None
-            else:
-                self.ratios[tool] = mine / other if self.higher_is_better else other / mine
+        self.ratios = self.ratios_of("refmount")
         if self.check is not None:
-            self.met = self.check({**self.ratios, "refmount": mine})
+            self.met = self.check({**self.ratios, "refmount": number(self.values.get("refmount"))})
+            floor = number(self.values.get("floor"))
+            if floor is not None:
+                self.floor_met = self.check({**self.ratios_of("floor"), "refmount": floor})
 
 
 def number(value: Any) -> float | None:
@@ -1248,7 +1319,8 @@ def build_rows(figures: dict[str, Any]) -> list[Row]:
             )
         )
         tuned = values("seq_1mib_1_reader_mib_s")
-        tuned["refmount"] = values("seq_1mib_1_reader_tuned_mib_s").get("refmount")
+        for tool in ("refmount", "floor"):
+            tuned[tool] = values("seq_1mib_1_reader_tuned_mib_s").get(tool)
         rows.append(
             Row(
                 f"{name}: seq 1 MiB, 1 reader, -o tune_kernel",
@@ -1298,10 +1370,18 @@ def build_rows(figures: dict[str, Any]) -> list[Row]:
             )
         )
         rows.append(
+            Row(f"{name}: CPU per MiB, seq 1 reader", "ms", values("seq_cpu_ms_per_mib"), False)
+        )
+        ttfb = values("ttfb_ms")
+        floor_ttfb, raw_ttfb = number(ttfb.get("floor")), number(ttfb.get("raw"))
+        if remote and floor_ttfb is not None:
+            # no daemon answers before the target does: the floor plus the raw first byte
+            ttfb["floor"] = None if raw_ttfb is None else floor_ttfb + raw_ttfb
+        rows.append(
             Row(
                 f"{name}: first byte, cold chunk",
                 "ms",
-                values("ttfb_ms"),
+                ttfb,
                 False,
                 "vs fuse ≥ 3x",
                 fuse3,
@@ -1438,21 +1518,25 @@ def print_table(rows: list[Row], figures: dict[str, Any]) -> None:
         "fsspec cat",
         "fsspec.fuse",
         "raw",
+        "floor",
         "x cat",
         "x fuse",
         "x raw",
+        "x floor",
         "goal",
         "met",
     ]
     table = [header]
     for row in rows:
         met = {True: "met", False: "MISSED", None: "-" if not row.goal else "n/a"}[row.met]
+        if row.met is False and row.floor_met is False:
+            met = "MISSED, floor too"
         table.append(
             [
                 row.figure,
                 row.unit,
                 *(cell(row.values.get(tool)) for tool in TOOLS),
-                *(ratio_cell(row.ratios.get(tool)) for tool in ("cat", "fuse", "raw")),
+                *(ratio_cell(row.ratios.get(tool)) for tool in BASELINES),
                 row.goal,
                 met,
             ]
@@ -1466,6 +1550,12 @@ def print_table(rows: list[Row], figures: dict[str, Any]) -> None:
     print(
         "x columns: how many times better refmount is than that column "
         "(rate ratio for MiB/s and files/s, inverse for times and memory)."
+    )
+    print(
+        "floor: the same 1 MiB chunks served from memory by the least pyfuse3 filesystem"
+        " (scripts/fuse_floor.py); on remote first-byte rows, plus the raw first byte."
+        " 'MISSED, floor too': the floor misses the goal as well, so no pyfuse3 daemon"
+        " meets it here."
     )
     for name in ("local", "http", "s3"):
         section = figures.get(name)
@@ -1597,6 +1687,7 @@ def main() -> None:
             "ratios": row.ratios,
             "goal": row.goal,
             "met": row.met,
+            "floor_met": row.floor_met,
         }
         for row in rows
     ]
