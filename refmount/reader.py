@@ -34,6 +34,10 @@ STREAMS = 256
 """How many large references the block prefetcher follows at once (least recently read go)."""
 
 SEEK_BACK = 1024 * 1024
+FIRST_BYTES_READ = 64 * 1024
+"""A read of at most this many bytes at the start of a cold entry is fetched on its own."""
+FIRST_BYTES_ENTRY = 256 * 1024
+"""...when the entry is at least this large: below it, fetching it whole costs about as much."""
 """How far before the end of the last read a read may start and still count as sequential."""
 
 PARTLY_SERVED = 4096
@@ -295,14 +299,37 @@ class Reader:
             return at_hand
         if total <= self._config.whole_fetch_limit:
             cache_key = (reference.url, base, base + total)
-            blob = await self._fetch(key, *cache_key)
-            data: bytes | memoryview = memoryview(blob)[offset:end]
+            data: bytes | memoryview
+            if offset == 0 and self._is_first_bytes(cache_key, end):
+                url = reference.url
+                data = await self._attempts(
+                    key, url, lambda: self._checked_range(key, url, base, base + end), "read failed"
+                )
+            else:
+                blob = await self._fetch(key, *cache_key)
+                data = memoryview(blob)[offset:end]
             self._served(cache_key, end - offset)
         else:
             data = await self._read_blocks(key, reference.url, base, total, offset, end)
             self._follow(key, reference.url, base, total, offset, end)
         self._bytes_served += len(data)
         return data
+
+    def _is_first_bytes(self, cache_key: tuple[str, int, int], end: int) -> bool:
+        """Whether a read of ``[0, end)`` of an entry is best answered by its own request.
+
+        Tools that sniff a file read its first bytes only (magic numbers, headers); the
+        kernel turns that into one small READ at offset 0. Fetching a large entry whole
+        for it took several times as long as the small request (over HTTP about 4 ms
+        against 1.2 ms for 1 MiB). A reader that goes on asks beyond those bytes next,
+        and that read fetches the entry whole as any other does.
+        """
+        return (
+            end <= FIRST_BYTES_READ
+            and cache_key[2] - cache_key[1] >= FIRST_BYTES_ENTRY
+            and cache_key not in self._cache
+            and not self._fetches.busy(cache_key)
+        )
 
     def _follow(self, key: str, url: str, base: int, total: int, offset: int, end: int) -> None:
         """Track a large reference's reads; start fetching blocks ahead of sequential ones.

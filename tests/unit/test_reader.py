@@ -86,6 +86,44 @@ async def test_a_block_whose_bytes_were_all_served_leaves_the_cache(
     assert target.ranges == [("mem://obj", 0, 4096), ("mem://obj", 4096, 8192)]
 
 
+MIB_OBJECT = bytes(range(256)) * 4096  # 1 MiB
+
+
+async def test_first_bytes_of_a_large_cold_entry_are_fetched_alone() -> None:
+    target = MemoryTarget(objects={"mem://big": MIB_OBJECT})
+    reader = reader_for(target)
+    ref = Range("mem://big", 4096, 512 * 1024)
+    assert await reader.read("k", ref, 0, 16384) == MIB_OBJECT[4096 : 4096 + 16384]
+    assert target.ranges == [("mem://big", 4096, 4096 + 16384)]
+    assert reader.statistics().bytes_cached == 0
+    # a reader that goes on asks beyond them: the entry is fetched whole
+    assert await reader.read("k", ref, 16384, 131072) == MIB_OBJECT[4096 + 16384 : 4096 + 147456]
+    assert target.ranges[1:] == [("mem://big", 4096, 4096 + 512 * 1024)]
+    assert await reader.read("k", ref, 0, 16384) == MIB_OBJECT[4096 : 4096 + 16384]  # cached now
+    assert len(target.ranges) == 2
+    # the first bytes count as served: the entry leaves once the rest went out too
+    assert (
+        await reader.read("k", ref, 147456, 512 * 1024) == MIB_OBJECT[4096 + 147456 : 4096 + 524288]
+    )
+    assert reader.statistics().bytes_cached == 0
+
+
+@pytest.mark.parametrize(
+    ("length", "offset", "size"),
+    [
+        (512 * 1024, 0, 128 * 1024),  # a large first read: what sequential readers send
+        (128 * 1024, 0, 4096),  # a small entry: fetching it whole costs about as much
+        (512 * 1024, 4096, 4096),  # not at the start: random reads go on in the entry
+    ],
+)
+async def test_other_first_reads_fetch_the_entry_whole(length: int, offset: int, size: int) -> None:
+    target = MemoryTarget(objects={"mem://big": MIB_OBJECT})
+    reader = reader_for(target)
+    ref = Range("mem://big", 0, length)
+    assert await reader.read("k", ref, offset, size) == MIB_OBJECT[offset : offset + size]
+    assert target.ranges == [("mem://big", 0, length)]
+
+
 async def test_data_at_hand_is_taken_as_asked_without_a_request_or_cache(
     target: MemoryTarget,
 ) -> None:
