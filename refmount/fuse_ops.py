@@ -13,6 +13,7 @@ import errno
 import functools
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
+FS_ENCODING, FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+"""What ``os.fsencode`` uses: listings encode names with them without its call per name."""
 
 
 def _boundary(
@@ -144,14 +147,22 @@ class FuseOperations(pyfuse3.Operations):
             batch = await self._fs.readdir(inode, position)
             if not batch:
                 return
-            # readdir_reply copies the attributes at once: one object serves every entry
+            # readdir_reply copies the attributes at once: one object serves every entry, and
+            # when the mode (with the type), owner and time are those of the entry before,
+            # only inode and size are set: the hot path of listing a directory of chunks
             reply: pyfuse3.EntryAttributes | None = None
+            described = batch[0][1]
             for taken, (entry, attributes, next_position) in enumerate(batch):
-                name = os.fsencode(entry.name)
+                name = entry.name.encode(FS_ENCODING, FS_ERRORS)  # os.fsencode, inlined
                 if reply is None:
                     reply = self._entry(attributes)
+                elif attributes[3:] == described[3:]:  # mode, uid, gid, mtime_ns
+                    reply.st_ino = pyfuse3.InodeT(attributes.inode)
+                    reply.st_size = attributes.size
+                    reply.st_blocks = attributes.blocks
                 else:
                     _describe(reply, attributes)
+                described = attributes
                 if not pyfuse3.readdir_reply(token, name, reply, next_position):
                     self._fs.keep_unlisted(inode, position, batch[taken:])
                     return

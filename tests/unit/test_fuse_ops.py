@@ -99,6 +99,45 @@ async def test_with_xattrs_files_have_theirs_and_others_are_enodata() -> None:
     assert await ops.listxattr(pyfuse3.InodeT(1), CONTEXT) == []
 
 
+async def test_listed_attributes_are_those_getattr_gives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # one reply object serves every entry: a field left over from the entry before would show
+    refs = DictReferences(
+        explicit={
+            "d/a": Inline(b"x" * 700),
+            "d/b": Inline(b""),
+            "d/c/k": Inline(b"k"),
+            "d/e": Inline(b"y" * 3),
+            "d/f/k": Inline(b"k"),
+            "d/g": Inline(b"z" * 513),
+        }
+    )
+    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
+    fs = RefFilesystem(
+        tree, refs, Reader(MemoryTarget(), ReadConfig()), owner=Owner(1, 1), mtime_ns=7
+    )
+    ops = FuseOperations(fs, timeout=1.0)
+    fields = ("st_ino", "st_mode", "st_nlink", "st_size", "st_blocks", "st_mtime_ns", "st_uid")
+    listed: dict[bytes, tuple[int, ...]] = {}
+
+    def readdir_reply(token: object, name: bytes, attributes: object, next_id: int) -> bool:
+        listed[name] = tuple(getattr(attributes, field) for field in fields)
+        return True
+
+    monkeypatch.setattr(pyfuse3, "readdir_reply", readdir_reply)
+    directory = (await ops.lookup(pyfuse3.InodeT(1), pyfuse3.FileNameT(b"d"), CONTEXT)).st_ino
+    await ops.readdir(pyfuse3.FileHandleT(directory), 0, cast(pyfuse3.ReaddirToken, None))
+    assert sorted(listed) == [b".", b"..", b"a", b"b", b"c", b"e", b"f", b"g"]
+    for name, got in listed.items():
+        if name in (b".", b".."):
+            continue
+        entry = await ops.lookup(directory, pyfuse3.FileNameT(name), CONTEXT)
+        assert got == tuple(getattr(entry, field) for field in fields), name
+    assert listed[b"g"][3:5] == (513, 2)
+    assert listed[b"c"][1] != listed[b"e"][1]
+
+
 async def test_flush_is_declined_once_for_the_whole_connection() -> None:
     ops = operations()
     info = await ops.open(pyfuse3.InodeT(2), os.O_RDONLY, CONTEXT)
