@@ -154,11 +154,11 @@ class FilesystemStatistics:
 
 @dataclass(slots=True)
 class _Opening:
-    """Where an open file's range ends in its object, and whether a read of it was answered."""
+    """Where an open file's range ends in its object, and whether it was read since opened."""
 
     url: str
     end: int
-    answered: bool = False
+    asked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,14 +413,15 @@ class RefFilesystem:
 
         In order: the file opened starts in the same object as the one opened just before it
         in the same directory, at most ``neighbour_gap`` bytes after its end, and a read of
-        that one was answered since it was opened. Files opened together by parallel readers
-        do not count (they already overlap their requests), nor do files the kernel answers
-        from its page cache, which sends no read (a second pass needs nothing fetched).
+        that one was asked for since it was opened (the read may still be waiting: parallel
+        readers open the next files before the previous reads are answered). Files the kernel
+        answers from its page cache do not count: it sends no read (a second pass needs
+        nothing fetched).
         Local files are left out: a request costs them little, and one large read would only
         serialize parallel ones. The directory's sibling index (its range references per
         object, sorted by offset) is built once, on the first in-order open (in a worker
         thread for large directories); the chain of references from this one on goes to
-        ``Reader.prefetch_neighbours``. Returns the opening to mark once a read is answered.
+        ``Reader.prefetch_neighbours``. Returns the opening to mark when a read comes.
         """
         config = self._reader.config
         if (
@@ -439,7 +440,7 @@ class RefFilesystem:
             self._last_open.popitem(last=False)
         if (
             previous is not None
-            and previous.answered
+            and previous.asked
             and previous.url == reference.url
             and previous.end <= reference.offset <= previous.end + config.neighbour_gap
         ):
@@ -552,10 +553,9 @@ class RefFilesystem:
         if opened.inode == STATS_INODE:
             assert isinstance(opened.reference, Inline)
             return opened.reference.data[offset : offset + size]
-        data = await self._reader.read(opened.key, opened.reference, offset, size)
         if opened.opening is not None:
-            opened.opening.answered = True
-        return data
+            opened.opening.asked = True
+        return await self._reader.read(opened.key, opened.reference, offset, size)
 
     def release(self, handle: FileHandle) -> None:
         """Forget an open file."""

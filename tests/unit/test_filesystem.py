@@ -743,6 +743,27 @@ async def test_files_opened_together_before_any_read_prefetch_nothing() -> None:
     assert spans(target) == [(i * CHUNK, (i + 1) * CHUNK) for i in range(4)]
 
 
+async def test_a_read_still_in_flight_counts_for_the_next_open() -> None:
+    fs, target, reader = chunked_fs()
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        target.gate = gate = trio.Event()
+        results: dict[int, bytes] = {}
+
+        async def read(number: int) -> None:
+            results[number] = await read_chunk(fs, number, settle=False)
+
+        nursery.start_soon(read, 0)  # like parallel readers: x/0's read waits for its bytes
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(read, 1)  # ...while x/1 is opened: in order all the same
+        await trio.testing.wait_all_tasks_blocked()
+        assert spans(target) == [(0, 1000), (1000, 5000)]
+        gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert results == {0: expected(0), 1: expected(1)}
+        nursery.cancel_scope.cancel()
+
+
 async def test_local_files_are_not_coalesced(tmp_path: Path) -> None:
     path = tmp_path / "o.bin"
     target = MemoryTarget(objects={str(path): OBJECT})
