@@ -94,8 +94,9 @@ class CompactReferences(Mapping[str, Reference]):
     While it is being filled, a dict maps each key to its slot (so a key given again keeps
     its first position and takes the last value, as a JSON object does); with
     ``unique_keys`` (the keys of one parsed JSON object) that dict is only made if
-    ``expect_duplicates`` asks for it. ``freeze`` drops it: the keys are then kept UTF-8
-    encoded in one blob, in order, and found by a binary search over a sorted permutation.
+    ``expect_duplicates`` asks for it. Keys are kept UTF-8 encoded, one after another, from
+    the start (a ``str`` per key would cost a million objects while a big file is parsed);
+    ``freeze`` drops the dict and finds them by a binary search over a sorted permutation.
     A slot holds a kind byte, a URL number (into a table of distinct URLs) and two 64-bit
     integers: offset and length of a range, or the position and size of an inline value in
     a second blob. A million ``[url, offset, length]`` keys cost about 50 bytes each instead
@@ -107,8 +108,8 @@ class CompactReferences(Mapping[str, Reference]):
         "_hint",
         "_inline",
         "_key_blob",
+        "_key_build",
         "_key_ends",
-        "_keys",
         "_kinds",
         "_lengths",
         "_offsets",
@@ -122,7 +123,6 @@ class CompactReferences(Mapping[str, Reference]):
     )
 
     def __init__(self, unique_keys: bool = False) -> None:
-        self._keys: list[str] = []
         self._slots: dict[str, int] | None = None if unique_keys else {}
         self._frozen = False
         self._hint = -1
@@ -134,6 +134,8 @@ class CompactReferences(Mapping[str, Reference]):
         self._inline = bytearray()
         self._url_table: list[str] = []
         self._url_ids: dict[str, int] = {}
+        self._key_build = bytearray()
+        """The keys stored so far, until ``freeze`` makes them ``_key_blob``."""
         self._key_blob = b""
         self._key_ends = array("q")
         self._order: array[int] | None = None
@@ -155,8 +157,9 @@ class CompactReferences(Mapping[str, Reference]):
         slot = None if slots is None else slots.get(key)
         if slot is None:
             if slots is not None:
-                slots[key] = len(self._keys)
-            self._keys.append(key)
+                slots[key] = len(self._kinds)
+            self._key_build += key.encode("utf-8", "surrogatepass")
+            self._key_ends.append(len(self._key_build))
             self._kinds.append(kind)
             self._urls.append(url)
             self._offsets.append(offset)
@@ -170,7 +173,7 @@ class CompactReferences(Mapping[str, Reference]):
     def expect_duplicates(self) -> None:
         """Make the key-to-slot dict, so that keys stored from now on replace earlier ones."""
         if self._slots is None and not self._frozen:
-            self._slots = {key: slot for slot, key in enumerate(self._keys)}
+            self._slots = {key: slot for slot, key in enumerate(self)}
 
     def put_range(self, key: str, url: str, offset: int, length: int) -> None:
         """Store ``Range(url, offset, length)`` under ``key`` (numbers already checked)."""
@@ -196,28 +199,24 @@ class CompactReferences(Mapping[str, Reference]):
         self.put(key, reference)
 
     def freeze(self, *, find_repeats: bool = False) -> CompactReferences:
-        """Drop the per-key Python objects; no more keys can be added. Returns ``self``.
+        """Make the keys one immutable blob with a sorted permutation, and drop the key dict;
+        no more keys can be added. Returns ``self``.
 
         With ``find_repeats``, ``has_repeated_keys`` says afterwards whether a key was stored
         twice (possible only when ``unique_keys`` was promised wrongly).
         """
         if self._frozen:
             return self
-        keys = self._keys
-        ends = array("q")
-        blob = bytearray()
-        for key in keys:
-            blob += key.encode("utf-8", "surrogatepass")
-            ends.append(len(blob))
-        self._key_blob = bytes(blob)
-        del blob
-        self._key_ends = ends
+        self._key_blob = blob = bytes(self._key_build)
+        self._key_build = bytearray()
+        ends = self._key_ends
+        keys = [blob[start:end] for start, end in itertools.pairwise(itertools.chain((0,), ends))]
         if any(a >= b for a, b in itertools.pairwise(keys)):
             # UTF-8 bytes sort like the code points they encode, so the order holds for both.
             self._order = array("l", sorted(range(len(keys)), key=keys.__getitem__))
             if find_repeats:
                 self._repeated = any(keys[a] == keys[b] for a, b in itertools.pairwise(self._order))
-        self._keys = []
+        del keys
         self._slots = None
         self._url_ids = {}
         self._frozen = True
@@ -306,10 +305,7 @@ class CompactReferences(Mapping[str, Reference]):
         return len(self._kinds)
 
     def __iter__(self) -> Iterator[str]:
-        if not self._frozen:
-            yield from self._keys
-            return
-        blob = self._key_blob
+        blob = self._key_blob if self._frozen else self._key_build
         start = 0
         for end in self._key_ends:
             yield blob[start:end].decode("utf-8", "surrogatepass")
