@@ -778,21 +778,26 @@ def measure_target(
             log(f"{target.name} {tool} {figure}: {error!r}")
             record(figure, tool, {"error": f"{type(error).__name__}: {error}"[:300]})
 
+    def first_byte_then_read_twice(mount: Mount, tool: str) -> None:
+        """The first byte of cold chunks, every chunk read in order (and the daemon's CPU for
+        it), then read again."""
+        ttfb = [first_byte(mount.path / "big" / str(i)) for i in cold]
+        record("ttfb_ms", tool, 1000 * statistics.median(ttfb))
+        paths = [mount.path / k for k in big_keys]
+        cpu = process_cpu_seconds(mount.process.pid)
+        run = bounded(paths, read_whole, budget)
+        record("seq_1mib_1_reader_mib_s", tool, run.mib_s())
+        cpu = process_cpu_seconds(mount.process.pid) - cpu
+        record("seq_cpu_ms_per_mib", tool, 1000 * cpu * MIB / max(1, run.nbytes))
+        reread = bounded(paths[: run.count], read_whole, budget)
+        record("reread_page_cache_mib_s", tool, reread.mib_s())
+
     # ---- refmount
     def refmount_big() -> None:
         peak = 0.0
         with target.refmount(workdir, target.refs["big"]) as mount:
             record("ready_s", "refmount", mount.ready_seconds)
-            ttfb = [first_byte(mount.path / "big" / str(i)) for i in cold]
-            record("ttfb_ms", "refmount", 1000 * statistics.median(ttfb))
-            paths = [mount.path / k for k in big_keys]
-            cpu = process_cpu_seconds(mount.process.pid)
-            run = bounded(paths, read_whole, budget)
-            record("seq_1mib_1_reader_mib_s", "refmount", run.mib_s())
-            cpu = process_cpu_seconds(mount.process.pid) - cpu
-            record("seq_cpu_ms_per_mib", "refmount", 1000 * cpu * MIB / max(1, run.nbytes))
-            reread = bounded(paths[: run.count], read_whole, budget)
-            record("reread_page_cache_mib_s", "refmount", reread.mib_s())
+            first_byte_then_read_twice(mount, "refmount")
             out.setdefault("verify", {})["refmount"] = verify(
                 data, "big", lambda i: (mount.path / "big" / str(i)).read_bytes()
             )
@@ -872,16 +877,7 @@ def measure_target(
     # ---- the pyfuse3 floor: the same chunks from memory, through the least pyfuse3 can do
     def floor() -> None:
         with floor_mount(workdir, data.big_file) as mount:
-            ttfb = [first_byte(mount.path / "big" / str(i)) for i in cold]
-            record("ttfb_ms", "floor", 1000 * statistics.median(ttfb))
-            paths = [mount.path / k for k in big_keys]
-            cpu = process_cpu_seconds(mount.process.pid)
-            run = bounded(paths, read_whole, budget)
-            record("seq_1mib_1_reader_mib_s", "floor", run.mib_s())
-            cpu = process_cpu_seconds(mount.process.pid) - cpu
-            record("seq_cpu_ms_per_mib", "floor", 1000 * cpu * MIB / max(1, run.nbytes))
-            reread = bounded(paths[: run.count], read_whole, budget)
-            record("reread_page_cache_mib_s", "floor", reread.mib_s())
+            first_byte_then_read_twice(mount, "floor")
         with floor_mount(workdir, data.big_file) as mount:
             paths = [mount.path / k for k in big_keys]
             run = bounded_parallel(paths, read_whole, budget, 8)
