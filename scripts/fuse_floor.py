@@ -27,7 +27,7 @@ FIRST_FILE_INODE = ROOT_INODE + 2
 TIMEOUT = 3600.0
 
 
-class FloorOperations(pyfuse3.Operations):  # type: ignore[misc]
+class FloorOperations(pyfuse3.Operations):
     """A root holding ``big/``, which holds one file per chunk of an in-memory buffer."""
 
     def __init__(self, data: bytes, chunk_size: int) -> None:
@@ -77,7 +77,9 @@ class FloorOperations(pyfuse3.Operations):  # type: ignore[misc]
     async def open(self, inode: int, flags: int, ctx: Any) -> pyfuse3.FileInfo:
         return pyfuse3.FileInfo(fh=inode, keep_cache=True)
 
-    async def read(self, handle: int, offset: int, size: int) -> memoryview:
+    async def read(  # type: ignore[override] # pyfuse3 replies with any buffer, not only bytes
+        self, handle: int, offset: int, size: int
+    ) -> memoryview:
         start = (handle - FIRST_FILE_INODE) * self._chunk_size + offset
         end = min(start + size, start - offset + self._chunk_size)
         return self._data[start:end]
