@@ -302,10 +302,7 @@ class Reader:
             cache_key = (reference.url, base, base + total)
             data: bytes | memoryview
             if offset == 0 and self._is_first_bytes(cache_key, end):
-                url = reference.url
-                data = await self._attempts(
-                    key, url, lambda: self._checked_range(key, url, base, base + end), "read failed"
-                )
+                data = await self._request(key, reference.url, base, base + end)
             else:
                 blob = await self._fetch(key, *cache_key)
                 data = memoryview(blob)[offset:end]
@@ -456,9 +453,7 @@ class Reader:
         first, last = claimed[0][0][1], claimed[-1][0][2]
         try:
             try:
-                data = await self._attempts(
-                    key, url, lambda: self._checked_range(key, url, first, last), "prefetch failed"
-                )
+                data = await self._request(key, url, first, last, "prefetch failed")
             finally:
                 self._in_flight_bytes -= last - first
             whole = memoryview(data)  # the entries share the answer's memory: no copies
@@ -524,15 +519,21 @@ class Reader:
             self._in_flight_bytes += length
             self._cache.shrink(self._in_flight_bytes)
             try:
-                data = await self._attempts(
-                    key, url, lambda: self._checked_range(key, url, start, end), "read failed"
-                )
+                data = await self._request(key, url, start, end)
             finally:
                 self._in_flight_bytes -= length
             self._cache.put(cache_key, data, reserve=self._in_flight_bytes)
             return data
 
         return await self._fetches.run(cache_key, fetch, share_errors=not background)
+
+    async def _request(
+        self, key: str, url: str, start: int, end: int, what: str = "read failed"
+    ) -> bytes:
+        """Fetch ``[start, end)`` of ``url`` with retries; nothing cached, nothing shared."""
+        return await self._attempts(
+            key, url, lambda: self._checked_range(key, url, start, end), what
+        )
 
     async def _checked_range(self, key: str, url: str, start: int, end: int) -> bytes:
         """Fetch ``[start, end)`` and insist on exactly that many bytes."""

@@ -39,9 +39,7 @@ class Directory:
     count: int
     size: int
     data: memoryview
-    """Where file ``i`` starts at ``i * size`` (a single zeroed file for the listed ones)."""
-    shared: bool = False
-    """Every file shows the same bytes: ``data`` is one file long."""
+    """Where file ``i`` starts at ``i * size``; when it is one file long, every file shows it."""
 
 
 class FloorOperations(pyfuse3.Operations):
@@ -58,7 +56,7 @@ class FloorOperations(pyfuse3.Operations):
             zeros = memoryview(bytes(LISTED_SIZE))
             first = FIRST_FILE_INODE + chunks
             self._directories.append(
-                Directory(b"many", ROOT_INODE + 2, first, listed, LISTED_SIZE, zeros, shared=True)
+                Directory(b"many", ROOT_INODE + 2, first, listed, LISTED_SIZE, zeros)
             )
 
     def _file(self, inode: int) -> tuple[Directory, int] | None:
@@ -119,7 +117,7 @@ class FloorOperations(pyfuse3.Operations):
         if found is None:
             raise pyfuse3.FUSEError(errno.EBADF)
         directory, index = found
-        base = 0 if directory.shared else index * directory.size
+        base = 0 if len(directory.data) == directory.size else index * directory.size
         start = base + min(offset, directory.size)
         return directory.data[start : base + min(offset + size, directory.size)]
 
