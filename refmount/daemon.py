@@ -19,7 +19,7 @@ from pathlib import Path
 import pyfuse3
 import trio
 
-from refmount import kernel, notify
+from refmount import heap, kernel, notify
 from refmount.config import MountConfig
 from refmount.errors import MountError, ReferenceFormatError
 from refmount.filesystem import Owner, RefFilesystem
@@ -107,7 +107,7 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
     # out of the cyclic collector's sight.
     gc.collect()
     gc.freeze()
-    kernel.trim_heap()
+    heap.trim()
     log.info(
         "loaded %s: %d names, %d chunk grids in %.2f s",
         source.url,
@@ -185,6 +185,7 @@ def mount_and_serve(
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         raise MountError(f"cannot mount on {mountpoint}: {error}") from None
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    heap.reuse_freed_blocks()  # after loading: the loader's garbage went back in load_references
 
     def ready() -> None:
         on_ready()

@@ -1,8 +1,7 @@
-"""Kernel-side tuning of a FUSE connection through sysfs, and handing freed heap back."""
+"""Kernel-side tuning of a FUSE connection through sysfs."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,18 +101,3 @@ def tune_connection(device: int, tuning: KernelTuning, sysfs: Path = SYSFS) -> l
 def describe(knobs: list[Knob]) -> str:
     """Return ``name before → after`` for each knob, comma-separated, for the log."""
     return ", ".join(f"{knob.name} {knob.before} → {knob.after}" for knob in knobs)
-
-
-def trim_heap() -> None:
-    """Ask the C library to return freed heap pages to the system (glibc only; else nothing).
-
-    Loading a big reference set frees hundreds of megabytes of small objects; without this,
-    much of it stays in the process's resident set.
-    """
-    try:
-        malloc_trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return
-    malloc_trim.argtypes = [ctypes.c_size_t]
-    malloc_trim.restype = ctypes.c_int
-    malloc_trim(0)

@@ -120,8 +120,3 @@ def test_daemon_warns_once_without_root(
     assert [record.levelno for record in caplog.records] == [logging.WARNING]
     assert "needs root" in caplog.text
     assert paths["read_ahead_kb"].read_text() == "128\n"
-
-
-def test_trim_heap_is_harmless() -> None:
-    kernel.trim_heap()
-    kernel.trim_heap()
