@@ -154,6 +154,44 @@ def other_cpu_share(seconds: float = 1.0) -> float:
     return meter.result()["cpu_busy_share"]
 
 
+DAMON = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+
+def proactive_reclaim(root: Path = DAMON) -> list[str]:
+    """Describe the running DAMON schemes that reclaim memory: they drop page-cached data
+    (the targets', the mount's) with memory free, so re-reads may go back to the daemon."""
+
+    def value(path: Path) -> str:
+        try:
+            return path.read_text().strip()
+        except OSError:
+            return "?"
+
+    found = []
+    for kdamond in sorted(root.glob("[0-9]*")):
+        if value(kdamond / "state") != "on":
+            continue
+        for context in sorted((kdamond / "contexts").glob("[0-9]*")):
+            intervals = context / "monitoring_attrs" / "intervals"
+            aggregation_us = value(intervals / "aggr_us")
+            for scheme in sorted((context / "schemes").glob("[0-9]*")):
+                action = value(scheme / "action")
+                if action not in {"pageout", "lru_deprio"}:
+                    continue
+                age = value(scheme / "access_pattern" / "age" / "min")
+                try:
+                    idle = f"{int(age) * int(aggregation_us) / 1e6:g} s"
+                except ValueError:
+                    idle = "?"
+                quotas = scheme / "quotas"
+                found.append(
+                    f"DAMON {action} ({value(context / 'operations')}) of pages idle "
+                    f">= {idle}, quota {value(quotas / 'bytes')} bytes per "
+                    f"{value(quotas / 'reset_interval_ms')} ms"
+                )
+    return found
+
+
 @dataclass
 class Bounded:
     """What a time-bounded loop did."""
@@ -1591,6 +1629,8 @@ def print_table(rows: list[Row], figures: dict[str, Any]) -> None:
                 notes = [f"error: {section['error']}"]
             print(f"{name}: " + ", ".join(notes))
     print(f"CPU busy before the run (other processes): {figures.get('other_cpu_before')}")
+    for scheme in figures.get("proactive_reclaim", []):
+        print(f"NOTE: the kernel reclaims memory proactively here: {scheme}")
     if "s3" in figures and isinstance(figures["s3"], dict) and "s3_server_note" in figures["s3"]:
         print("NOTE: " + figures["s3"]["s3_server_note"])
 
@@ -1664,6 +1704,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "other_cpu_before": other_cpu_share(),
         "loadavg_before": os.getloadavg(),
+        "proactive_reclaim": proactive_reclaim(),
     }
     runners = {
         "local": run_local,
