@@ -11,7 +11,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import trio
 
@@ -37,7 +37,7 @@ from refmount.names import NAME_MAX
 from refmount.reader import Reader
 from refmount.stats import STATS_FILE, Statistics, encode_snapshot
 from refmount.store import LOCAL_PROTOCOLS
-from refmount.tree import MAX_INODE, Entry, GridChunk, StaticFile, Tree
+from refmount.tree import MAX_INODE, ChildRun, GridChunk, StaticFile, Tree
 from refmount.urls import protocol_of
 
 BLOCK_SIZE = 128 * 1024
@@ -52,6 +52,16 @@ XATTRS = ("kind", "url", "offset", "length")
 
 DOT_ENTRIES = 2
 """``readdir`` positions taken by ``.`` and ``..`` before a directory's own entries."""
+
+DIRECTORY = -2
+"""The size a listed entry carries when it is a directory."""
+
+ABSENT = -1
+"""A listed chunk's size when its row is null: it is left out (as ``chunk_sizes`` says)."""
+
+ListedEntry = tuple[bytes, Inode, int, int]
+"""One listed entry: its name (UTF-8), inode, size (or ``DIRECTORY``), and the position to
+resume after it."""
 
 READDIR_BATCH = 256
 """How many entries ``readdir`` prepares at once; the kernel's buffer takes about 200."""
@@ -140,7 +150,12 @@ class Attributes(NamedTuple):
     @property
     def blocks(self) -> int:
         """Return the number of 512-byte blocks the size amounts to."""
-        return (self.size + 511) // 512
+        return blocks_of(self.size)
+
+
+def blocks_of(size: int) -> int:
+    """Return the number of 512-byte blocks ``size`` bytes amount to (``st_blocks``)."""
+    return (size + 511) // 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,38 +185,6 @@ class OpenFile:
     key: str
     reference: Reference
     opening: _Opening | None = None
-
-
-class _ChunkSizes:
-    """The sizes of the chunk files a directory lists, asked of the reference set in batches.
-
-    Built from ``Tree.leaf_chunks``: the entry at position ``p`` (from 0) at or after
-    ``skip`` is chunk ``first + p - skip`` of grid ``grid``.
-    """
-
-    __slots__ = ("_first", "_grid", "_references", "_sizes", "_skip", "_start")
-
-    def __init__(self, references: ReferenceSet, grid: int, first: int, skip: int) -> None:
-        self._references = references
-        self._grid = grid
-        self._first = first
-        self._skip = skip
-        self._start = 0
-        self._sizes: list[int | None] | None = None
-
-    def at(self, position: int) -> int | None:
-        """Return the size of the entry at ``position``: -1 if it is absent, None if it is
-        not a chunk or the batch cannot tell."""
-        if position < self._skip:
-            return None
-        chunk = self._first + position - self._skip
-        sizes = self._sizes
-        if sizes is None or not self._start <= chunk < self._start + len(sizes):
-            sizes = self._references.chunk_sizes(self._grid, chunk, chunk + READDIR_BATCH)
-            self._start, self._sizes = chunk, sizes
-            if not sizes:
-                return None
-        return sizes[chunk - self._start]
 
 
 class RefFilesystem:
@@ -248,9 +231,7 @@ class RefFilesystem:
         self._last_open: OrderedDict[Inode, _Opening] = OrderedDict()
         self._sibling_indexes: OrderedDict[Inode, _SiblingIndex | None] = OrderedDict()
         self._indexing: set[Inode] = set()
-        self._unlisted: OrderedDict[tuple[Inode, int], list[tuple[Entry, Attributes, int]]] = (
-            OrderedDict()
-        )
+        self._unlisted: OrderedDict[tuple[Inode, int], list[ListedEntry]] = OrderedDict()
 
     # ------------------------------------------------------------------ names
 
@@ -286,54 +267,96 @@ class RefFilesystem:
         """Check that ``inode`` is a directory that can be listed."""
         self._require_dir(inode)
 
-    async def readdir(self, inode: Inode, start: int) -> list[tuple[Entry, Attributes, int]]:
-        """Return up to ``READDIR_BATCH`` entries from position ``start``, with attributes.
+    async def readdir(self, inode: Inode, start: int) -> list[ListedEntry]:
+        """Return up to ``READDIR_BATCH`` entries from position ``start``.
 
         Positions 0 and 1 are ``.`` and ``..``; the directory's own entries follow. Each entry
-        carries the position to resume after it. Chunk positions whose reference is absent
-        (a null Parquet row) are skipped. An empty list means the end.
+        carries its name (UTF-8), inode, size (``DIRECTORY`` for a directory; every other
+        attribute is ``listing_attributes``') and the position to resume after it. Chunk
+        positions whose reference is absent (a null Parquet row) are skipped. An empty list
+        means the end.
         """
         self._require_dir(inode)
         kept = self._unlisted.pop((inode, start), None)
         if kept is not None:
             return kept
         tree = self._tree
-        batch: list[tuple[Entry, Attributes, int]] = []
-        for position, (name, dot) in enumerate(((".", inode), ("..", tree.parent(inode))), start=1):
+        batch: list[ListedEntry] = []
+        for position, (name, dot) in enumerate(
+            ((b".", inode), (b"..", tree.parent(inode))), start=1
+        ):
             if start < position:
-                batch.append((Entry(name, dot, True), self._attributes(dot, True, 0), position))
-        prefix = tree.path(inode)
-        prefix = prefix + "/" if prefix else ""
-        leaves = tree.leaf_chunks(inode)
-        chunk_sizes = (
-            None
-            if leaves is None
-            else _ChunkSizes(self._references, leaves.grid, leaves.first, leaves.position)
-        )
-        for entry, position in tree.children(inode, max(start - DOT_ENTRIES, 0)):
-            if entry.is_dir:
-                attributes = self._attributes(entry.inode, True, 0)
-            else:
-                size = None if chunk_sizes is None else chunk_sizes.at(position - 1)
-                if size is None:
-                    size = self._listed_size(entry, prefix)
-                if size is None:
-                    try:
-                        attributes = await self._file_attributes(entry.inode)
-                    except NotFoundError:
-                        continue
-                elif size < 0:
-                    continue
-                else:
-                    attributes = self._attributes(entry.inode, False, size)
-            batch.append((entry, attributes, position + DOT_ENTRIES))
-            if len(batch) >= READDIR_BATCH:
+                batch.append((name, dot, DIRECTORY, position))
+        position = max(start - DOT_ENTRIES, 0)
+        while len(batch) < READDIR_BATCH:
+            run = tree.child_run(inode, position, READDIR_BATCH - len(batch))
+            if run is None:
                 break
+            count = len(run.names)
+            sizes = self._grid_sizes(inode, run) if run.grid else self._static_sizes(inode, run)
+            resume = run.start + DOT_ENTRIES + 1
+            if None not in sizes and ABSENT not in sizes:  # the hot path: all known, all there
+                batch.extend(
+                    zip(
+                        run.names,
+                        map(Inode, range(run.first_inode, run.first_inode + count)),
+                        cast(list[int], sizes),
+                        range(resume, resume + count),
+                        strict=True,
+                    )
+                )
+            else:
+                for offset, (name, size) in enumerate(zip(run.names, sizes, strict=True)):
+                    child = Inode(run.first_inode + offset)
+                    if size is None:
+                        try:
+                            size = (await self._file_attributes(child)).size
+                        except NotFoundError:
+                            continue
+                    if size != ABSENT:
+                        batch.append((name, child, size, resume + offset))
+            position = run.start + count
         return batch
 
-    def keep_unlisted(
-        self, inode: Inode, start: int, entries: list[tuple[Entry, Attributes, int]]
-    ) -> None:
+    def listing_attributes(self, is_dir: bool) -> Attributes:
+        """Return what every listed directory (or file) shares: all but inode and size."""
+        return self._attributes(Inode(0), is_dir, 0)
+
+    def _static_sizes(self, inode: Inode, run: ChildRun) -> list[int | None]:
+        """Return the sizes of a run of stored keys' nodes: lengths in bulk, then each
+        whole-file reference's size when known (``ABSENT`` for no reference; None: ask)."""
+        path = self._tree.path(inode)
+        prefix = path + "/" if path else ""
+        sizes = self._references.known_lengths(prefix, run.names)
+        for offset, is_dir in enumerate(run.dirs):
+            if is_dir:
+                sizes[offset] = DIRECTORY
+            elif sizes[offset] is None:
+                reference = self._references.get(prefix + run.names[offset].decode("utf-8"))
+                sizes[offset] = ABSENT if reference is None else self._reader.known_size(reference)
+        return sizes
+
+    def _grid_sizes(self, inode: Inode, run: ChildRun) -> list[int | None]:
+        """Return the sizes of a run of grid nodes: chunk sizes in bulk where loaded."""
+        count = len(run.names)
+        if run.dirs[0]:
+            return [DIRECTORY] * count
+        chunks = self._tree.leaf_chunks(inode)
+        assert chunks is not None  # grid files are the leaf chunks of their directory
+        first = chunks.first + run.start - chunks.position
+        sizes: list[int | None] = []
+        while len(sizes) < count:
+            more = self._references.chunk_sizes(chunks.grid, first + len(sizes), first + count)
+            if not more:
+                break
+            sizes += more
+        sizes += [None] * (count - len(sizes))
+        for offset, size in enumerate(sizes):
+            if size is None:  # not loaded, or the chunk's reference alone tells
+                sizes[offset] = self._listed_chunk_size(run.first_inode + offset)
+        return sizes
+
+    def keep_unlisted(self, inode: Inode, start: int, entries: list[ListedEntry]) -> None:
         """Keep entries ``readdir`` prepared that the kernel had no room for.
 
         The kernel's buffer takes about 200 entries per call and ``readdir`` prepares
@@ -347,29 +370,16 @@ class RefFilesystem:
         if len(self._unlisted) > UNLISTED_BATCHES:
             self._unlisted.popitem(last=False)
 
-    def _listed_size(self, entry: Entry, prefix: str) -> int | None:
-        """Return a listed file's size when it is known without I/O, -1 when the file has no
-        reference (a null Parquet row), or None when it takes a record load or the target.
-
-        The listing's hot path: ``prefix`` is the directory's key plus ``/``, so no key is
-        rebuilt from the tree per name.
-        """
+    def _listed_chunk_size(self, inode: int) -> int | None:
+        """Return a listed chunk's size when it is known without I/O, ``ABSENT`` for a null
+        row, or None when it takes a record load or the target."""
+        source = self._tree.file_source(Inode(inode))
+        assert isinstance(source, GridChunk)
         references = self._references
-        if self._tree.is_static(entry.inode):
-            key = prefix + entry.name
-            length = references.known_length(key)
-            if length is not None:
-                return length
-            reference = references.get(key)  # a whole file (its size may be known), or none
-        else:
-            source = self._tree.file_source(entry.inode)
-            assert isinstance(source, GridChunk)
-            if not references.chunk_is_loaded(source.grid, source.index):
-                return None
-            reference = references.chunk(source.grid, source.index)
-        if reference is None:
-            return -1
-        return self._reader.known_size(reference)
+        if not references.chunk_is_loaded(source.grid, source.index):
+            return None
+        reference = references.chunk(source.grid, source.index)
+        return ABSENT if reference is None else self._reader.known_size(reference)
 
     # ------------------------------------------------------------------ files
 

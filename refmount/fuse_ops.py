@@ -9,6 +9,7 @@ whole mount. The boundary also times every call and counts its errors in the fil
 
 from __future__ import annotations
 
+import codecs
 import errno
 import functools
 import logging
@@ -21,15 +22,16 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 import pyfuse3
 
 from refmount.errors import FilesystemError, RefmountError
-from refmount.filesystem import BLOCK_SIZE, Attributes, RefFilesystem
+from refmount.filesystem import BLOCK_SIZE, DIRECTORY, Attributes, RefFilesystem
 from refmount.model import FileHandle, Inode
 
 log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
-FS_ENCODING, FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
-"""What ``os.fsencode`` uses: listings encode names with them without its call per name."""
+UTF8_NAMES = codecs.lookup(sys.getfilesystemencoding()).name == "utf-8"
+"""Whether ``os.fsencode`` of a name is its UTF-8 (names are valid UTF-8): listings then
+send the names as the tree stores them."""
 
 
 def _boundary(
@@ -143,27 +145,25 @@ class FuseOperations(pyfuse3.Operations):
     ) -> None:
         inode = Inode(fh)
         position = start_id
+        # readdir_reply copies the attributes at once: one object for files and one for
+        # directories serve every entry, and only inode and size change from one to the next
+        files = self._entry(self._fs.listing_attributes(is_dir=False))
+        directories = self._entry(self._fs.listing_attributes(is_dir=True))
+        reply = pyfuse3.readdir_reply
         while True:
             batch = await self._fs.readdir(inode, position)
             if not batch:
                 return
-            # readdir_reply copies the attributes at once: one object serves every entry, and
-            # when the mode (with the type), owner and time are those of the entry before,
-            # only inode and size are set: the hot path of listing a directory of chunks
-            reply: pyfuse3.EntryAttributes | None = None
-            described = batch[0][1]
-            for taken, (entry, attributes, next_position) in enumerate(batch):
-                name = entry.name.encode(FS_ENCODING, FS_ERRORS)  # os.fsencode, inlined
-                if reply is None:
-                    reply = self._entry(attributes)
-                elif attributes[3:] == described[3:]:  # mode, uid, gid, mtime_ns
-                    reply.st_ino = pyfuse3.InodeT(attributes.inode)
-                    reply.st_size = attributes.size
-                    reply.st_blocks = attributes.blocks
+            for taken, (name, node, size, next_position) in enumerate(batch):
+                if size == DIRECTORY:
+                    entry = directories
                 else:
-                    _describe(reply, attributes)
-                described = attributes
-                if not pyfuse3.readdir_reply(token, name, reply, next_position):
+                    entry = files
+                    entry.st_size = size
+                    entry.st_blocks = (size + 511) // 512  # blocks_of(size), inlined
+                entry.st_ino = pyfuse3.InodeT(node)
+                kernel_name = name if UTF8_NAMES else os.fsencode(name.decode("utf-8"))
+                if not reply(token, pyfuse3.FileNameT(kernel_name), entry, next_position):
                     self._fs.keep_unlisted(inode, position, batch[taken:])
                     return
                 position = next_position

@@ -145,9 +145,10 @@ class ReferenceSet(Protocol):
         """Return the reference of an explicit key, or ``None``; never blocks."""
         ...
 
-    def known_length(self, key: str) -> int | None:
-        """Return the byte length of an explicit key's range or inline data, without building
-        the reference (a listing's hot path); None for a whole-file reference or no key."""
+    def known_lengths(self, prefix: str, names: Sequence[bytes]) -> list[int | None]:
+        """Return the byte length of each explicit key ``prefix + name`` (names in UTF-8)'s
+        range or inline data, without building references (a listing's hot path); None for a
+        whole-file reference or no key."""
         ...
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from array import array
 from collections.abc import Iterable
 
@@ -76,6 +77,14 @@ class NameTable:
         ends = self._ends
         start = ends[index - 1] if index > 0 else 0
         return self._blob[start : ends[index]].decode("utf-8")
+
+    def utf8_run(self, start: int, stop: int) -> list[bytes]:
+        """Return names ``[start, stop)`` as they are stored: UTF-8, nothing decoded."""
+        blob, ends = self._blob, self._ends
+        bounds = ends[start - 1 : stop] if start > 0 else array("q", [0]) + ends[:stop]
+        if isinstance(blob, bytes):
+            return [blob[low:high] for low, high in itertools.pairwise(bounds)]
+        return [bytes(blob[low:high]) for low, high in itertools.pairwise(bounds)]
 
     def find(self, name: str, low: int, high: int) -> int | None:
         """Return the index of ``name`` among the sorted names ``[low, high)``, or None.

@@ -60,6 +60,22 @@ class GridChunk:
 FileSource = StaticFile | GridChunk
 
 
+@dataclass(frozen=True, slots=True)
+class ChildRun:
+    """Entries of one directory that follow each other, as columns: a listing's hot path.
+
+    Entry ``i`` is at position ``start + i`` (as ``children`` numbers them), is called
+    ``names[i]`` (UTF-8) and has inode ``first_inode + i``. ``dirs[i]`` is true for a
+    directory. ``grid`` is true when the entries are grid nodes (else stored keys).
+    """
+
+    start: int
+    first_inode: int
+    names: list[bytes]
+    dirs: Sequence[int]
+    grid: bool
+
+
 class LeafChunks(NamedTuple):
     """The chunk files among a directory's entries: from entry ``position`` on (counting from
     0), ``total`` chunks of grid ``grid``, the first being chunk ``first``."""
@@ -145,6 +161,14 @@ class _GridBlock:
         if grid.separator != "/":
             return grid.separator.join(str(i) for i in unravel(index, grid.shape))
         return str(index % grid.shape[self.dimension(level)])
+
+    def names_utf8(self, level: int, start: int, stop: int) -> list[bytes]:
+        """Return the names of nodes ``[start, stop)`` at ``level``, UTF-8 encoded."""
+        grid = self.grid
+        if grid.shape and level >= self.first_index_level and grid.separator == "/":
+            extent = grid.shape[self.dimension(level)]
+            return [b"%d" % (index % extent) for index in range(start, stop)]
+        return [self.name(level, index).encode("utf-8") for index in range(start, stop)]
 
     def parent(self, level: int, index: int) -> Inode:
         """Return the inode of a node's parent directory."""
@@ -428,6 +452,48 @@ class Tree:
         block, level, index = self._grid_node(inode)
         if not block.is_leaf(level):
             yield from self._grid_children(block, level, index, start, 0)
+
+    def child_run(self, inode: Inode, start: int, most: int) -> ChildRun | None:
+        """Return up to ``most`` entries of a directory from position ``start``, as
+        ``children`` gives them, in one run: stored keys and grid nodes are never mixed.
+        None at the end."""
+        if self.is_static(inode):
+            first = self._first_child[inode]
+            count = self._child_count[inode]
+            if start < count:
+                stop = min(count, start + most)
+                return ChildRun(
+                    start,
+                    first + start,
+                    self._names.utf8_run(first + start, first + stop),
+                    self._is_dir[first + start : first + stop],
+                    grid=False,
+                )
+            block = self._blocks_by_owner.get(inode)
+            if block is None:
+                return None
+            return self._grid_run(block, None, 0, start - count, most, count)
+        block, level, index = self._grid_node(inode)
+        if block.is_leaf(level):
+            return None
+        return self._grid_run(block, level, index, start, most, 0)
+
+    def _grid_run(
+        self, block: _GridBlock, level: int | None, index: int, start: int, most: int, offset: int
+    ) -> ChildRun | None:
+        child_level, first, count = block.child_range(level, index)
+        if start >= count:
+            return None
+        stop = min(count, start + most)
+        names = block.names_utf8(child_level, first + start, first + stop)
+        is_dir = 0 if block.is_leaf(child_level) else 1
+        return ChildRun(
+            offset + start,
+            block.inode(child_level, first + start),
+            names,
+            bytes([is_dir]) * len(names),
+            grid=True,
+        )
 
     def leaf_chunks(self, inode: Inode) -> LeafChunks | None:
         """Say which chunks a directory lists, for work done on them in bulk (listing sizes,

@@ -110,8 +110,8 @@ class DictReferences:
     def get(self, key: str) -> Reference | None:
         return self.explicit.get(key)
 
-    def known_length(self, key: str) -> int | None:
-        return reference_length(self.explicit.get(key))
+    def known_lengths(self, prefix: str, names: Sequence[bytes]) -> list[int | None]:
+        return [reference_length(self.explicit.get(prefix + name.decode())) for name in names]
 
     @property
     def grids(self) -> Sequence[ChunkGrid]:

@@ -54,9 +54,10 @@ class JsonReferenceSet:
         """Return the reference of ``key``, or ``None``."""
         return self._refs.get(key)
 
-    def known_length(self, key: str) -> int | None:
-        """Return the length of ``key``'s range or inline data (None: whole file, or absent)."""
-        return self._refs.known_length(key)
+    def known_lengths(self, prefix: str, names: Sequence[bytes]) -> list[int | None]:
+        """Return the length of each key ``prefix + name``'s range or inline data (None:
+        whole file, or absent)."""
+        return self._refs.known_lengths(prefix, names)
 
     @property
     def grids(self) -> Sequence[ChunkGrid]:

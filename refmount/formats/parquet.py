@@ -176,9 +176,11 @@ class ParquetReferenceSet:
         """Return the bytes of a metadata key (or of ``.zmetadata``), or ``None``; never blocks."""
         return self._explicit.get(key)
 
-    def known_length(self, key: str) -> int | None:
-        """Return the length of a metadata key's bytes, or None when there is no such key."""
-        return reference_length(self._explicit.get(key))
+    def known_lengths(self, prefix: str, names: Sequence[bytes]) -> list[int | None]:
+        """Return the length of each metadata key ``prefix + name``'s bytes (None: no such
+        key)."""
+        explicit = self._explicit
+        return [reference_length(explicit.get(prefix + name.decode("utf-8"))) for name in names]
 
     @property
     def grids(self) -> Sequence[ChunkGrid]:

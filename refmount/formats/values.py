@@ -9,7 +9,7 @@ import itertools
 import json
 import sys
 from array import array
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from refmount.errors import ReferenceFormatError
 from refmount.formats.options import LoadOptions
@@ -279,13 +279,36 @@ class CompactReferences(Mapping[str, Reference]):
         start = self._offsets[slot]
         return Inline(bytes(self._inline[start : start + self._lengths[slot]]))
 
-    def known_length(self, key: str) -> int | None:
-        """Return the length of ``key``'s range or inline data; None for a whole-file
-        reference or an absent key."""
-        slot = self._slot(key)
-        if slot is None or self._kinds[slot] == _WHOLE:
-            return None
-        return self._lengths[slot]
+    def known_lengths(self, prefix: str, names: Sequence[bytes]) -> list[int | None]:
+        """Return the length of each key ``prefix + name``'s range or inline data (names in
+        UTF-8); None for a whole-file reference or an absent key.
+
+        A listing's hot path. Names that follow each other in key order (a directory's, as
+        listed) are found by stepping through the sorted keys, one comparison each; any
+        other name by a binary search.
+        """
+        kinds, lengths = self._kinds, self._lengths
+        if not self._frozen:
+            found = [self._slot(prefix + name.decode("utf-8")) for name in names]
+            return [None if s is None or kinds[s] == _WHOLE else lengths[s] for s in found]
+        head = prefix.encode("utf-8", "surrogatepass")
+        blob, ends, order = self._key_blob, self._key_ends, self._order
+        count = len(ends)
+        out: list[int | None] = []
+        position = -1  # where the last name was found, in key order
+        for name in names:
+            wanted = head + name
+            position += 1
+            slot = position if order is None or position >= count else order[position]
+            if position >= count or blob[ends[slot - 1] if slot else 0 : ends[slot]] != wanted:
+                position = bisect.bisect_left(order or range(count), wanted, key=self._key_bytes)
+                slot = position if order is None or position >= count else order[position]
+                if position >= count or self._key_bytes(slot) != wanted:
+                    position -= 1  # the next name may still be the next key
+                    out.append(None)
+                    continue
+            out.append(None if kinds[slot] == _WHOLE else lengths[slot])
+        return out
 
     def get(self, key: str, default: object = None) -> Reference | None:  # type: ignore[override]
         """Return the reference of ``key``, or ``None``."""

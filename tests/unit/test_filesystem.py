@@ -22,7 +22,7 @@ from refmount.errors import (
     TargetError,
     TargetReadError,
 )
-from refmount.filesystem import READDIR_BATCH, Owner, RefFilesystem
+from refmount.filesystem import DIRECTORY, READDIR_BATCH, Owner, RefFilesystem
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
 from refmount.reader import NeighbourPrefetch, Reader
 from refmount.stats import STATS_FILE, Statistics
@@ -114,17 +114,30 @@ async def test_unknown_inode_is_enoent(simple: RefFilesystem) -> None:
 async def test_readdir_lists_with_attributes_and_resumes(simple: RefFilesystem) -> None:
     directory = await path_inode(simple, "dir")
     listing = await simple.readdir(directory, 0)
-    names = [entry.name for entry, _, _ in listing]
-    assert names == [".", "..", "empty", "range", "sub", "whole"]
-    assert listing[0][0].inode == directory
-    assert listing[1][0].inode == ROOT_INODE
-    sizes = {entry.name: attributes.size for entry, attributes, _ in listing[2:]}
-    assert sizes == {"empty": 0, "range": 5, "sub": 0, "whole": len(DATA)}
+    names = [name for name, _, _, _ in listing]
+    assert names == [b".", b"..", b"empty", b"range", b"sub", b"whole"]
+    assert listing[0][1] == directory
+    assert listing[1][1] == ROOT_INODE
+    sizes = {name: size for name, _, size, _ in listing}
+    assert sizes == {
+        b".": DIRECTORY,
+        b"..": DIRECTORY,
+        b"empty": 0,
+        b"range": 5,
+        b"sub": DIRECTORY,
+        b"whole": len(DATA),
+    }
+    for name, inode, size, _ in listing[2:]:
+        found = await simple.lookup(directory, name.decode())
+        assert found is not None
+        assert found.inode == inode
+        assert found.size == (0 if size == DIRECTORY else size)
+        assert found.is_dir == (size == DIRECTORY)
     assert await simple.readdir(directory, 1) == listing[1:]
-    resume = listing[3][2]
+    resume = listing[3][3]
     again = await simple.readdir(directory, resume)
-    assert [entry.name for entry, _, _ in again] == ["sub", "whole"]
-    assert await simple.readdir(directory, listing[-1][2]) == []
+    assert [name for name, _, _, _ in again] == [b"sub", b"whole"]
+    assert await simple.readdir(directory, listing[-1][3]) == []
 
 
 async def test_reads_at_odd_offsets_and_past_the_end(simple: RefFilesystem) -> None:
@@ -203,8 +216,8 @@ async def test_absent_chunks_are_neither_listed_nor_found() -> None:
     fs, _ = grid_fs()
     array = await path_inode(fs, "x")
     listing = (await fs.readdir(array, 0))[2:]
-    assert [entry.name for entry, _, _ in listing] == [".zarray", "0.0", "0.1", "1.1"]
-    assert [attributes.size for _, attributes, _ in listing] == [2, 6, 2, len(DATA)]
+    assert [name for name, _, _, _ in listing] == [b".zarray", b"0.0", b"0.1", b"1.1"]
+    assert [size for _, _, size, _ in listing] == [2, 6, 2, len(DATA)]
     assert await fs.lookup(array, "0.2") is None
     assert await fs.lookup(array, "0.3") is None
     assert await read_all(fs, "x/0.0") == b"HELLO "
@@ -235,15 +248,15 @@ async def test_readdir_streams_in_batches() -> None:
     )
     fs = make_fs(refs)[0]
     array = await path_inode(fs, "big")
-    names: list[str] = []
+    names: list[bytes] = []
     position = 0
     batches = 0
     while batch := await fs.readdir(array, position):
         batches += 1
         assert len(batch) <= READDIR_BATCH
-        names.extend(entry.name for entry, _, _ in batch)
-        position = batch[-1][2]
-    assert names == [".", "..", ".zarray"] + [str(i) for i in range(count) if i % 3]
+        names.extend(name for name, _, _, _ in batch)
+        position = batch[-1][3]
+    assert names == [b".", b"..", b".zarray"] + [b"%d" % i for i in range(count) if i % 3]
     assert batches == 2
 
 
@@ -251,7 +264,7 @@ async def test_grid_listing_takes_sizes_in_batches_not_chunk_by_chunk() -> None:
     fs, refs = grid_fs()
     array = await path_inode(fs, "x")
     listing = (await fs.readdir(array, 0))[2:]
-    assert [attributes.size for _, attributes, _ in listing] == [2, 6, 2, len(DATA)]
+    assert [size for _, _, size, _ in listing] == [2, 6, 2, len(DATA)]
     assert set(refs.chunk_calls) == {(0, 4)}  # only the whole file: its size takes the target
 
 
@@ -259,11 +272,11 @@ async def test_entries_the_kernel_had_no_room_for_are_not_prepared_again() -> No
     fs, refs = grid_fs()
     array = await path_inode(fs, "x")
     listing = await fs.readdir(array, 0)
-    fs.keep_unlisted(array, listing[2][2], listing[3:])
+    fs.keep_unlisted(array, listing[2][3], listing[3:])
     refs.chunk_calls.clear()
-    assert await fs.readdir(array, listing[2][2]) == listing[3:]
+    assert await fs.readdir(array, listing[2][3]) == listing[3:]
     assert refs.chunk_calls == []
-    assert await fs.readdir(array, listing[2][2]) == listing[3:]  # kept once, then prepared
+    assert await fs.readdir(array, listing[2][3]) == listing[3:]  # kept once, then prepared
     assert refs.chunk_calls != []
 
 
@@ -318,8 +331,8 @@ async def test_stats_file_is_a_json_snapshot_taken_when_opened(simple: RefFilesy
 
 
 async def test_stats_file_is_not_listed_and_only_in_the_root(simple: RefFilesystem) -> None:
-    names = [entry.name for entry, _, _ in await simple.readdir(ROOT_INODE, 0)]
-    assert STATS_FILE not in names
+    names = [name for name, _, _, _ in await simple.readdir(ROOT_INODE, 0)]
+    assert STATS_FILE.encode() not in names
     assert await simple.lookup(await path_inode(simple, "dir"), STATS_FILE) is None
     stats = await simple.lookup(ROOT_INODE, STATS_FILE)
     assert stats is not None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 
 from refmount.names import NameTable, key_problem
@@ -39,6 +41,26 @@ def test_name_table_gives_back_every_name() -> None:
     assert [table[i] for i in range(len(names))] == names
     with pytest.raises(IndexError):
         table[len(names)]
+
+
+def test_utf8_runs_are_the_names_encoded() -> None:
+    names = ["", "a", "é", "ß", "☃" * 40, "z" * 255, "b"]
+    for table in (NameTable(names), NameTable.from_utf8(*utf8_parts(names))):
+        for start in range(len(names) + 1):
+            for stop in range(start, len(names) + 1):
+                run = table.utf8_run(start, stop)
+                assert run == [name.encode() for name in names[start:stop]]
+                assert all(type(name) is bytes for name in run)
+
+
+def utf8_parts(names: list[str]) -> tuple[bytearray, array[int]]:
+    """The blob (still a ``bytearray``) and the ends that ``from_utf8`` takes."""
+    blob = bytearray()
+    ends = array("q")
+    for name in names:
+        blob += name.encode()
+        ends.append(len(blob))
+    return blob, ends
 
 
 def test_find_searches_only_the_range_it_is_given() -> None:

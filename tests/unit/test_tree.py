@@ -191,6 +191,39 @@ def test_leaf_chunks_say_which_chunk_each_listed_position_is() -> None:
         assert tree.leaf_chunks(walk(tree, path) if path else ROOT_INODE) is None, path
 
 
+def runs(tree: Tree, inode: Inode, start: int, most: int) -> list[tuple[str, int, bool, bool]]:
+    """Every entry ``child_run`` gives from ``start`` on, ``most`` at a time."""
+    out: list[tuple[str, int, bool, bool]] = []
+    while (run := tree.child_run(inode, start, most)) is not None:
+        assert run.start == start
+        assert 1 <= len(run.names) <= most
+        assert len(run.dirs) == len(run.names)
+        for offset, (name, is_dir) in enumerate(zip(run.names, run.dirs, strict=True)):
+            out.append((name.decode(), run.first_inode + offset, bool(is_dir), run.grid))
+        start += len(run.names)
+    return out
+
+
+def test_child_runs_list_what_children_lists() -> None:
+    dotted = ChunkGrid("x", (2, 3), ".")
+    nested = ChunkGrid("deep/y", (2, 2, 3), "/")
+    v3 = ChunkGrid("z", (4,), "/", prefix="c")
+    scalar = ChunkGrid("s", (), ".")
+    keys = ["x/.zarray", "x/.zattrs", "deep/y/.zarray", "z/zarr.json", "s/.zarray", "é/ß", "a"]
+    tree = Tree.build(keys, [dotted, nested, v3, scalar], source="refs.parq")
+    paths = ["", "x", "deep", "deep/y", "deep/y/1", "deep/y/1/1", "z", "z/c", "s", "é"]
+    for path in paths:
+        directory = walk(tree, path) if path else ROOT_INODE
+        expected = [
+            (entry.name, entry.inode, entry.is_dir, not tree.is_static(entry.inode))
+            for entry, _ in tree.children(directory)
+        ]
+        for start in range(len(expected) + 1):
+            for most in (1, 2, 5, 1000):
+                assert runs(tree, directory, start, most) == expected[start:], (path, start, most)
+    assert tree.child_run(walk(tree, "x/0.1"), 0, 10) is None  # a chunk file has no entries
+
+
 def test_zarr_v3_default_keys_have_a_c_directory() -> None:
     grid = ChunkGrid("v3", (2, 2), "/", prefix="c")
     tree = Tree.build(["v3/zarr.json"], [grid], source="refs.parq")

@@ -311,17 +311,44 @@ def test_frozen_lookups_in_any_order_find_every_key(walk: str) -> None:
 
 
 @pytest.mark.parametrize("frozen", [False, True])
-def test_known_length_without_building_the_reference(frozen: bool) -> None:
+def test_known_lengths_without_building_the_reference(frozen: bool) -> None:
     compact = CompactReferences()
     for key, reference in compact_examples().items():
         compact.put(key, reference)
     if frozen:
         compact.freeze()
-    assert compact.known_length("z/1") == 10
-    assert compact.known_length("a") == 5
-    assert compact.known_length("m") == 256
-    assert compact.known_length("é/ß") is None  # a whole file: its size takes the target
-    assert compact.known_length("nope") is None
+    assert compact.known_lengths("", [b"a", b"m", b"nope"]) == [5, 256, None]
+    assert compact.known_lengths("z/", [b"0", b"1"]) == [None, 10]
+    # a whole file: its size takes the target
+    assert compact.known_lengths("\u00e9/", ["\u00df".encode()]) == [None]
+
+
+@pytest.mark.parametrize("stored_order", ["sorted", "shuffled"])
+@pytest.mark.parametrize("frozen", [False, True])
+def test_known_lengths_of_a_listing_match_each_key(stored_order: str, frozen: bool) -> None:
+    # A directory's files with deeper keys and other directories' keys between them, some
+    # names asked for that have no key, whole files among them: as a listing asks.
+    keys = [f"d/{n}" for n in range(0, 400, 2)] + [f"d/{n}/x" for n in range(0, 400, 9)]
+    keys += ["a", "d", "d0", "e/1", "d/\u00e9", "d/.zarray"]
+    if stored_order == "shuffled":
+        keys = random.Random(3).sample(keys, len(keys))
+    else:
+        keys.sort()
+    compact = CompactReferences(unique_keys=True)
+    for number, key in enumerate(keys):
+        if number % 11 == 5:
+            compact.put(key, Whole("/w"))
+        else:
+            compact.put_range(key, "/t", 0, number + 1)
+    if frozen:
+        compact.freeze()
+    names = sorted({f"{n}".encode() for n in range(400)} | {b".zarray", "\u00e9".encode()})
+    for asked in (names, names[::-1], random.Random(4).sample(names, 150), names[190:]):
+        expected = []
+        for name in asked:
+            reference = compact.get("d/" + name.decode())
+            expected.append(reference.length if isinstance(reference, Range) else None)
+        assert compact.known_lengths("d/", asked) == expected
 
 
 def test_compact_references_share_one_url_string() -> None:
