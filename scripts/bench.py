@@ -928,6 +928,11 @@ def measure_target(
             paths = [mount.path / k for k in big_keys]
             run = bounded(paths, read_whole, budget)
             record("seq_1mib_1_reader_tuned_mib_s", "floor", run.mib_s())
+        if target.name == "local":  # what a 4 KiB file costs pyfuse3 alone: lookup to release
+            with floor_mount(workdir, data.big_file, listed=data.many_chunks) as mount:
+                run = bounded([mount.path / k for k in many_keys], read_whole, budget)
+                for figure in ("json", "parquet"):
+                    record(f"many_4kib_{figure}_files_s", "floor", run.per_second())
 
     attempt("floor", "floor", floor)
 
@@ -1609,7 +1614,7 @@ def print_table(rows: list[Row], figures: dict[str, Any]) -> None:
     )
     print(
         "floor: the same 1 MiB chunks served from memory by the least pyfuse3 filesystem"
-        " (scripts/fuse_floor.py), and on ls rows the same number of names it serves;"
+        " (scripts/fuse_floor.py), and on ls and local 4 KiB rows as many 4 KiB files as 'many';"
         " on remote first-byte rows, plus the raw first byte."
         " 'MISSED, floor too': the floor misses the goal as well, so no pyfuse3 daemon"
         " meets it here."
