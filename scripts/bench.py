@@ -1726,6 +1726,7 @@ def main() -> None:
         data = DataSet(workdir, max(8, int(512 * args.scale)), max(16, int(200_000 * args.scale)))
         log(f"generating data ({data.big_chunks} x 1 MiB, {data.many_chunks} x 4 KiB)")
         data.generate()
+        os.sync()  # the generated files' writeback would otherwise overlap the first section
         try:
             for section in sections:
                 log(f"section {section}")
