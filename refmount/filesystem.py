@@ -151,12 +151,7 @@ class Attributes(NamedTuple):
     @property
     def blocks(self) -> int:
         """Return the number of 512-byte blocks the size amounts to."""
-        return blocks_of(self.size)
-
-
-def blocks_of(size: int) -> int:
-    """Return the number of 512-byte blocks ``size`` bytes amount to (``st_blocks``)."""
-    return (size + 511) // 512
+        return (self.size + 511) // 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,7 +349,7 @@ class RefFilesystem:
         sizes += [None] * (count - len(sizes))
         for offset, size in enumerate(sizes):
             if size is None:  # not loaded, or the chunk's reference alone tells
-                sizes[offset] = self._listed_chunk_size(run.first_inode + offset)
+                sizes[offset] = self._listed_chunk_size(chunks.grid, first + offset)
         return sizes
 
     def keep_unlisted(self, inode: Inode, start: int, entries: list[ListedEntry]) -> None:
@@ -371,15 +366,13 @@ class RefFilesystem:
         if len(self._unlisted) > UNLISTED_BATCHES:
             self._unlisted.popitem(last=False)
 
-    def _listed_chunk_size(self, inode: int) -> int | None:
+    def _listed_chunk_size(self, grid: int, index: int) -> int | None:
         """Return a listed chunk's size when it is known without I/O, ``ABSENT`` for a null
         row, or None when it takes a record load or the target."""
-        source = self._tree.file_source(Inode(inode))
-        assert isinstance(source, GridChunk)
         references = self._references
-        if not references.chunk_is_loaded(source.grid, source.index):
+        if not references.chunk_is_loaded(grid, index):
             return None
-        reference = references.chunk(source.grid, source.index)
+        reference = references.chunk(grid, index)
         return ABSENT if reference is None else self._reader.known_size(reference)
 
     # ------------------------------------------------------------------ files

@@ -101,7 +101,16 @@ class FuseOperations(pyfuse3.Operations):
         entry.attr_timeout = self._timeout
         entry.st_rdev = 0
         entry.st_blksize = BLOCK_SIZE
-        _describe(entry, attributes)
+        entry.st_ino = pyfuse3.InodeT(attributes.inode)
+        entry.st_mode = pyfuse3.ModeT(attributes.mode)
+        entry.st_nlink = attributes.nlink
+        entry.st_uid = attributes.uid
+        entry.st_gid = attributes.gid
+        entry.st_size = attributes.size
+        entry.st_blocks = attributes.blocks
+        entry.st_atime_ns = attributes.mtime_ns
+        entry.st_mtime_ns = attributes.mtime_ns
+        entry.st_ctime_ns = attributes.mtime_ns
         return entry
 
     def _negative_entry(self) -> pyfuse3.EntryAttributes:
@@ -160,7 +169,7 @@ class FuseOperations(pyfuse3.Operations):
                 else:
                     entry = files
                     entry.st_size = size
-                    entry.st_blocks = (size + 511) // 512  # blocks_of(size), inlined
+                    entry.st_blocks = (size + 511) // 512  # Attributes.blocks, inlined
                 entry.st_ino = pyfuse3.InodeT(node)
                 kernel_name = name if UTF8_NAMES else os.fsencode(name.decode("utf-8"))
                 if not reply(token, pyfuse3.FileNameT(kernel_name), entry, next_position):
@@ -348,18 +357,3 @@ class FuseOperations(pyfuse3.Operations):
         self, inode: pyfuse3.InodeT, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.FileNameT:
         raise pyfuse3.FUSEError(errno.EINVAL)
-
-
-def _describe(entry: pyfuse3.EntryAttributes, attributes: Attributes) -> None:
-    """Set the fields of ``entry`` that come from one node's attributes (all but timeouts and
-    constants), so one object can describe node after node."""
-    entry.st_ino = pyfuse3.InodeT(attributes.inode)
-    entry.st_mode = pyfuse3.ModeT(attributes.mode)
-    entry.st_nlink = attributes.nlink
-    entry.st_uid = attributes.uid
-    entry.st_gid = attributes.gid
-    entry.st_size = attributes.size
-    entry.st_blocks = attributes.blocks
-    entry.st_atime_ns = attributes.mtime_ns
-    entry.st_mtime_ns = attributes.mtime_ns
-    entry.st_ctime_ns = attributes.mtime_ns
