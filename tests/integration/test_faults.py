@@ -87,6 +87,17 @@ def wait_for(condition: Any, seconds: float, what: str) -> None:
         time.sleep(0.01)
 
 
+def covered(server: RangeHTTPServer, spans: list[tuple[int, int]]) -> bool:
+    """Return True once GETs the server received cover every ``[start, end)`` of ``spans``."""
+    received = []
+    for request in server.requests:
+        if request.method == "GET" and request.range and request.range.startswith("bytes="):
+            first, _, last = request.range.removeprefix("bytes=").partition("-")
+            if first and last:
+                received.append((int(first), int(last) + 1))
+    return all(any(a <= start and end <= b for a, b in received) for start, end in spans)
+
+
 def test_target_killed_during_reads_then_restarted_on_the_same_port(
     tmp_path: Path, server: RangeHTTPServer
 ) -> None:
@@ -101,7 +112,9 @@ def test_target_killed_during_reads_then_restarted_on_the_same_port(
         readers = [TimedRead(mount.path / f"c/{i}") for i in range(6)]
         for reader in readers:
             reader.start()
-        wait_for(lambda: server.count("GET") >= len(readers), 20, "the reads to reach the server")
+        # every read's bytes asked for: its own GET, or a neighbour prefetch covering it
+        asked = [(17 + i * 256 * 1024, 17 + (i + 1) * 256 * 1024) for i in range(len(readers))]
+        wait_for(lambda: covered(server, asked), 20, "the reads to reach the server")
         time.sleep(0.2)
         killed = time.monotonic()
         server.stop()  # cuts every transfer short; new connections are refused
