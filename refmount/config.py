@@ -47,7 +47,10 @@ class ReadConfig:
     Neighbour prefetch (``neighbour_bytes`` 0: off) fetches the next references of a
     directory that lie in the same object, at most ``neighbour_gap`` bytes apart, together in
     one run of up to ``neighbour_bytes`` and ``neighbour_count`` references, sent as parallel
-    range requests of up to ``neighbour_part_bytes`` each. Block
+    range requests of up to ``neighbour_part_bytes`` each. While the reader stays inside what
+    was fetched ahead, each further run doubles those three, up to ``neighbour_growth`` times
+    their first values (fewer, larger requests: each one costs S3 clients much CPU); a run
+    with nothing ahead of the reader starts from the first values again. Block
     prefetch (``prefetch_blocks`` 0: off) fetches up to that many blocks ahead of a
     sequential read of a large reference.
     """
@@ -59,6 +62,7 @@ class ReadConfig:
     neighbour_bytes: int = 8 * MIB
     neighbour_count: int = 64
     neighbour_part_bytes: int = 2 * MIB
+    neighbour_growth: int = 4
     prefetch_blocks: int = 8
 
 

@@ -96,13 +96,15 @@ class _Siblings:
 
     Opens of references starting in ``[quiet_from, quiet_until)`` need not ask the reader:
     its last answer said enough is ahead of them (an in-order reader walks the spans once
-    per run, not once per file).
+    per run, not once per file). ``scale`` is the prefetch window to ask for next, in units
+    of its first size: it doubles with each run requested, up to ``neighbour_growth``.
     """
 
     offsets: array[int]
     ends: array[int]
     quiet_from: int = 0
     quiet_until: int = 0
+    scale: int = 1
 
 
 _SiblingIndex = dict[str, _Siblings]
@@ -485,17 +487,19 @@ class RefFilesystem:
     def _prefetch_after(self, parent: Inode, reference: Range) -> None:
         """Hand the chain of references that follow ``reference`` in its object to the reader.
 
-        Up to twice ``neighbour_count``: those already ahead, then a full run to fetch.
+        Up to twice the window's count: those already ahead, then a full run to fetch. Each
+        run requested doubles the window asked for next, up to ``neighbour_growth``.
         """
         index = self._sibling_indexes.get(parent)
         siblings = None if index is None else index.get(reference.url)
         if siblings is None or siblings.quiet_from <= reference.offset < siblings.quiet_until:
             return
         config = self._reader.config
+        most = 2 * config.neighbour_count * siblings.scale
         spans: list[tuple[int, int]] = []
         end = reference.offset
         position = bisect.bisect_left(siblings.offsets, reference.offset)
-        while position < len(siblings.offsets) and len(spans) < 2 * config.neighbour_count:
+        while position < len(siblings.offsets) and len(spans) < most:
             start, stop = siblings.offsets[position], siblings.ends[position]
             position += 1
             if start > end + (config.neighbour_gap if spans else 0):
@@ -503,8 +507,13 @@ class RefFilesystem:
             if start >= end:  # overlapping or repeated references are left out
                 spans.append((start, stop))
                 end = stop
-        prefetch = self._reader.prefetch_neighbours(self._tree.path(parent), reference.url, spans)
+        prefetch = self._reader.prefetch_neighbours(
+            self._tree.path(parent), reference.url, spans, siblings.scale
+        )
         siblings.quiet_from, siblings.quiet_until = reference.offset, prefetch.resume_at
+        siblings.scale = prefetch.scale
+        if prefetch.requested:
+            siblings.scale = min(2 * prefetch.scale, max(1, config.neighbour_growth))
 
     def _sibling_index(self, parent: Inode, most: int) -> _SiblingIndex | None:
         """Return a directory's range references per object (safe in a worker thread).

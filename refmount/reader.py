@@ -380,51 +380,58 @@ class Reader:
         await self._fetch(key, url, start, stop, background=True)
 
     def prefetch_neighbours(
-        self, key: str, url: str, spans: Sequence[tuple[int, int]]
+        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
     ) -> NeighbourPrefetch:
         """Fetch the first spans of ``url`` that are neither cached nor in flight, together.
 
         ``spans`` are ``(start, end)`` of references of up to ``whole_fetch_limit`` in one
         object, in order, each starting after the previous one ends (``key`` names them in
-        logs). Spans already cached or in flight at the front count as fetched ahead; when
-        they amount to half the limit, in bytes or in references, nothing is done (so the
+        logs). Spans already cached or in flight at the front count as fetched ahead. The
+        window is ``scale`` times ``neighbour_bytes``, ``neighbour_count`` and
+        ``neighbour_part_bytes`` when something is ahead, and once those values when nothing
+        is (the reader left what was fetched for it: start small again). When what is ahead
+        amounts to half the window, in bytes or in references, nothing is done (so the
         requests stay large: a reader in order sends one per half window, not one per file).
-        Otherwise the next run of missing spans, up to ``neighbour_bytes`` (less when the
-        budget is short: prefetch keeps in-flight data under half of it) and
-        ``neighbour_count``, is claimed in the single-flight table at once (no ``await``) and
-        fetched in the background: one range request per ``neighbour_part_bytes``, all at
-        once, so the first files of the run arrive sooner.
+        Otherwise the next run of missing spans, up to the window (less when the budget is
+        short: prefetch keeps in-flight data under half of it), is claimed in the
+        single-flight table at once (no ``await``) and fetched in the background: one range
+        request per part, all at once, so the first files of the run arrive sooner.
 
-        The answer says how many bytes were requested and from which span's start on a call
-        can do anything again: before it, at least half the limit stays ahead (as long as
-        what is ahead stays cached), so the caller need not walk the spans each time.
+        The answer says how many bytes were requested, from which span's start on a call
+        can do anything again (before it, at least half the window stays ahead, as long as
+        what is ahead stays cached, so the caller need not walk the spans each time) and the
+        scale used.
         """
         config = self._config
         if self._nursery is None or config.neighbour_bytes <= 0:
-            return NeighbourPrefetch(0, 0)
-        limit = min(config.neighbour_bytes, self._prefetch_room())
-        count = config.neighbour_count
+            return NeighbourPrefetch(0, 0, 1)
         ahead = ahead_count = 0
-        run: list[tuple[int, int]] = []
         for start, end in spans:
             cache_key = (url, start, end)
+            if cache_key not in self._cache and not self._fetches.busy(cache_key):
+                break
+            ahead += end - start
+            ahead_count += 1
+        scale = max(1, scale) if ahead else 1
+        limit = min(config.neighbour_bytes * scale, self._prefetch_room())
+        count = config.neighbour_count * scale
+        covered = spans[:ahead_count]
+        if ahead * 2 >= limit or ahead_count * 2 >= count:
+            return NeighbourPrefetch(0, _resume_at(covered, count, limit), scale)
+        run: list[tuple[int, int]] = []
+        for start, end in spans[ahead_count:]:
+            cache_key = (url, start, end)
             if cache_key in self._cache or self._fetches.busy(cache_key):
-                if run:
-                    break
-                ahead += end - start
-                ahead_count += 1
-                continue
-            if not run and (ahead * 2 >= limit or ahead_count * 2 >= count):
-                return NeighbourPrefetch(0, _resume_at(spans[:ahead_count], count, limit))
+                break
             if end - (run[0][0] if run else start) > limit or len(run) >= count:
                 break
             run.append((start, end))
         if not run:
-            return NeighbourPrefetch(0, _resume_at(spans[:ahead_count], count, limit))
+            return NeighbourPrefetch(0, _resume_at(covered, count, limit), scale)
         if ahead == 0 and len(run) == 1:
-            return NeighbourPrefetch(0, 0)  # the read being served asks for that one anyway
+            return NeighbourPrefetch(0, 0, 1)  # the read being served asks for that one anyway
         requested = 0
-        for part in _parts(run, config.neighbour_part_bytes):
+        for part in _parts(run, config.neighbour_part_bytes * scale):
             claimed: list[tuple[tuple[str, int, int], _Flight[Data]]] = []
             for start, end in part:
                 flight = self._fetches.claim((url, start, end))
@@ -443,7 +450,7 @@ class Reader:
                 self._release(claimed, last - first)
                 raise
         return NeighbourPrefetch(
-            requested, _resume_at(spans[: ahead_count + len(run)], count, limit)
+            requested, _resume_at(spans[: ahead_count + len(run)], count, limit), scale
         )
 
     async def _coalesced(
@@ -609,11 +616,12 @@ class Reader:
 
 @dataclass(frozen=True, slots=True)
 class NeighbourPrefetch:
-    """What ``Reader.prefetch_neighbours`` did: the bytes it requested, and the start of the
-    first span at which another call can do anything (0: at once)."""
+    """What ``Reader.prefetch_neighbours`` did: the bytes it requested, the start of the
+    first span at which another call can do anything (0: at once) and the window's scale."""
 
     requested: int
     resume_at: int
+    scale: int
 
 
 def _resume_at(covered: Sequence[tuple[int, int]], count: int, limit: int) -> int:

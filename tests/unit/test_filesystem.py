@@ -445,13 +445,17 @@ OBJECT = bytes(range(251)) * 48  # 12048 bytes: every chunk's bytes differ from 
 def chunked_fs(
     target: MemoryTarget | None = None, **config: int
 ) -> tuple[RefFilesystem, MemoryTarget, Reader]:
-    """Chunks ``x/0`` … ``x/11`` of one object, back to back (names sort as 0, 1, 10, 11, 2…)."""
+    """Chunks ``x/0`` … ``x/11`` of one object, back to back (names sort as 0, 1, 10, 11, 2…).
+
+    The window does not grow unless ``neighbour_growth`` says so: runs keep their first size.
+    """
     refs = DictReferences(
         explicit={f"x/{i}": Range("mem://o", i * CHUNK, CHUNK) for i in range(CHUNKS)}
     )
     target = target or MemoryTarget(objects={"mem://o": OBJECT})
     tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
-    settings = {"neighbour_bytes": 4 * CHUNK, "neighbour_gap": 100, **config}
+    settings = {"neighbour_bytes": 4 * CHUNK, "neighbour_gap": 100, "neighbour_growth": 1}
+    settings.update(config)
     reader = Reader(target, ReadConfig(**settings), RetryConfig(retries=0))
     fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
     return fs, target, reader
@@ -510,9 +514,9 @@ async def test_an_in_order_reader_asks_the_reader_once_per_run_not_once_per_file
     asked_at: list[int] = []
     prefetch_neighbours = reader.prefetch_neighbours
 
-    def spy(key: str, url: str, spans: Sequence[tuple[int, int]]) -> NeighbourPrefetch:
+    def spy(key: str, url: str, spans: Sequence[tuple[int, int]], scale: int) -> NeighbourPrefetch:
         asked_at.append(spans[0][0] // CHUNK)
-        return prefetch_neighbours(key, url, spans)
+        return prefetch_neighbours(key, url, spans, scale)
 
     monkeypatch.setattr(reader, "prefetch_neighbours", spy)
     async with trio.open_nursery() as nursery:
@@ -533,7 +537,7 @@ async def test_chunks_of_a_grid_are_indexed_in_bulk_and_fetched_together() -> No
     )
     target = MemoryTarget(objects={"mem://o": OBJECT})
     tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
-    config = ReadConfig(neighbour_bytes=4 * CHUNK, neighbour_gap=100)
+    config = ReadConfig(neighbour_bytes=4 * CHUNK, neighbour_gap=100, neighbour_growth=1)
     reader = Reader(target, config, RetryConfig(retries=0))
     fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
     async with trio.open_nursery() as nursery:
@@ -583,6 +587,40 @@ async def test_a_run_goes_out_as_parallel_parts() -> None:
         ]
         assert reader.statistics().prefetches == 6
         nursery.cancel_scope.cancel()
+
+
+async def test_the_window_doubles_while_reading_in_order_and_starts_small_after_a_jump() -> None:
+    step = 100
+    refs = DictReferences(explicit={f"y/{i}": Range("mem://o", i * step, step) for i in range(64)})
+    target = MemoryTarget(objects={"mem://o": OBJECT})
+    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
+    config = ReadConfig(
+        neighbour_bytes=4 * step, neighbour_part_bytes=2 * step, neighbour_gap=0, neighbour_growth=4
+    )
+    reader = Reader(target, config, RetryConfig(retries=0))
+    fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        for number in [*range(25), 60, 61]:
+            handle = await fs.open(await path_inode(fs, f"y/{number}"), os.O_RDONLY)
+            assert await fs.read(handle, 0, 4096) == OBJECT[number * step : (number + 1) * step]
+            fs.release(handle)
+            await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert sorted(spans(target)) == [
+        (0, 100),  # y/0 alone
+        (100, 300),  # from y/1: 4 spans in parts of 2
+        (300, 500),
+        (500, 900),  # from y/4, one span ahead: twice that
+        (900, 1300),
+        (1300, 2100),  # from y/10: four times, the most
+        (2100, 2900),
+        (2900, 3700),  # from y/22: four times again
+        (3700, 4500),
+        (6000, 6100),  # y/60: a jump, nothing ahead
+        (6100, 6300),  # from y/61: the first window again (3 spans are left)
+        (6300, 6400),
+    ]
 
 
 @pytest.mark.parametrize(

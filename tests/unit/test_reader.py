@@ -518,12 +518,34 @@ async def test_neighbour_prefetch_says_where_asking_again_can_do_anything(
         assert (first.requested, first.resume_at) == (400, 300)
         for skipped in (1, 2):  # what a caller may skip: there is nothing to do there
             answer = reader.prefetch_neighbours("d", "mem://obj", spans[skipped:])
-            assert answer == NeighbourPrefetch(0, 300)
+            assert answer == NeighbourPrefetch(0, 300, 1)
         await trio.testing.wait_all_tasks_blocked()
         again = reader.prefetch_neighbours("d", "mem://obj", spans[3:])
-        assert again == NeighbourPrefetch(400, 700)  # the next run, then quiet until 700
+        assert again == NeighbourPrefetch(400, 700, 1)  # the next run, then quiet until 700
         nursery.cancel_scope.cancel()
     assert target.ranges == [("mem://obj", 0, 400), ("mem://obj", 400, 800)]
+
+
+async def test_a_neighbour_window_grows_by_its_scale_only_with_something_ahead(
+    target: MemoryTarget,
+) -> None:
+    reader = reader_for(target, neighbour_bytes=400, neighbour_part_bytes=200)
+    spans = [(start, start + 100) for start in range(0, 2000, 100)]
+    async with trio.open_nursery() as nursery:
+        reader.start_background(nursery)
+        first = reader.prefetch_neighbours("d", "mem://obj", spans, 4)
+        assert (first.requested, first.scale) == (400, 1)  # nothing ahead: the first window
+        await trio.testing.wait_all_tasks_blocked()
+        grown = reader.prefetch_neighbours("d", "mem://obj", spans[3:], 4)
+        assert (grown.requested, grown.scale) == (1600, 4)  # one span ahead: four times
+        nursery.cancel_scope.cancel()
+    # the parts grow with the window
+    assert sorted(target.ranges) == [
+        ("mem://obj", 0, 200),
+        ("mem://obj", 200, 400),
+        ("mem://obj", 400, 1200),
+        ("mem://obj", 1200, 2000),
+    ]
 
 
 async def test_neighbour_spans_are_claimed_at_once_and_settled_from_one_request(
