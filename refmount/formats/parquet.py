@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
 from refmount import urls
 from refmount.errors import ReferenceFormatError
@@ -309,8 +309,75 @@ class ParquetReferenceSet:
 
 
 @dataclass(frozen=True, slots=True)
+class _Cells:
+    """One column's cells read straight from its Arrow buffers: a Python value per row
+    without making a pyarrow scalar (the per-file lookup's hot path)."""
+
+    validity: memoryview | None  # the validity bitmap; None: no nulls
+    values: memoryview | None  # the integers, or the dictionary's indices; None: not read
+    names: tuple[str | None, ...] | None  # a dictionary column's values
+    offset: int  # the array's offset into its buffers
+
+    def is_valid(self, row: int) -> bool:
+        """Return False when the cell in ``row`` is null."""
+        if self.validity is None:
+            return True
+        position = self.offset + row
+        return bool(self.validity[position >> 3] >> (position & 7) & 1)
+
+    def value(self, row: int) -> int | str | None:
+        """Return the cell in ``row`` (None: null)."""
+        if not self.is_valid(row):
+            return None
+        assert self.values is not None
+        number: int = self.values[self.offset + row]
+        return number if self.names is None else self.names[number]
+
+
+_IntegerFormat: TypeAlias = Literal["b", "h", "i", "q", "I"]
+
+_BUFFER_FORMATS: Final[dict[str, tuple[_IntegerFormat, int]]] = {
+    "int8": ("b", 1),
+    "int16": ("h", 2),
+    "int32": ("i", 4),
+    "int64": ("q", 8),
+    "uint32": ("I", 4),
+}
+"""The ``memoryview`` format and item size of each integer type record columns are read as."""
+
+
+def _cells(array: Column | None) -> _Cells | None:
+    """Return ``array``'s cells for fast access by row (integers, a dictionary of strings, or
+    only the validity of other types); None for no array."""
+    import pyarrow as pa
+
+    if array is None:
+        return None
+    names: tuple[str | None, ...] | None = None
+    data = array
+    if pa.types.is_dictionary(array.type):
+        dictionary = cast("pa.DictionaryArray[Any, Any]", array)
+        names = tuple(dictionary.dictionary.to_pylist())
+        data = dictionary.indices
+    buffers = data.buffers()
+    validity = None
+    if array.null_count and buffers[0] is not None:
+        validity = memoryview(buffers[0]).cast("B")
+    values = None
+    layout = _BUFFER_FORMATS.get(str(data.type))
+    if layout is not None and buffers[1] is not None:
+        form, size = layout
+        raw = memoryview(buffers[1]).cast("B")
+        values = raw[: len(raw) // size * size].cast(form)
+    elif names is not None:
+        names = None  # indices of a type not read here: value() is not offered
+    return _Cells(validity, values, names, data.offset)
+
+
+@dataclass(frozen=True, slots=True)
 class _Record:
-    """One parsed record file: its columns as pyarrow arrays (``None`` when absent or all null)."""
+    """One parsed record file: its columns as pyarrow arrays (``None`` when absent or all null),
+    and the cells ``reference`` reads of them."""
 
     name: str
     rows: int
@@ -319,6 +386,36 @@ class _Record:
     size: Column | None
     raw: Column | None
     present: pa.BooleanArray | None  # None: every row is absent
+    path_cells: _Cells | None = None
+    offset_cells: _Cells | None = None
+    size_cells: _Cells | None = None
+    raw_cells: _Cells | None = None
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        rows: int,
+        path: Column | None,
+        offset: Column | None,
+        size: Column | None,
+        raw: Column | None,
+        present: pa.BooleanArray | None,
+    ) -> _Record:
+        """Return the record of these columns, with their cells."""
+        return cls(
+            name,
+            rows,
+            path,
+            offset,
+            size,
+            raw,
+            present,
+            _cells(path),
+            _cells(offset),
+            _cells(size),
+            _cells(raw),
+        )
 
     def reference(
         self, row: int, grid: ChunkGrid, index: int, resolve: Callable[[str], str]
@@ -328,19 +425,20 @@ class _Record:
             raise ReferenceFormatError(
                 self.name, grid.key(index), f"record has {self.rows} rows, chunk needs row {row}"
             )
-        if self.raw is not None:
+        if self.raw is not None and self.raw_cells is not None and self.raw_cells.is_valid(row):
             data = self.raw[row].as_py()
             if data is not None:
                 return Inline(_decode_raw(cast(bytes, data), self.name, grid.key(index)))
         if self.path is None:
             return None
-        path = self.path[row].as_py()
+        cells = self.path_cells
+        path = self.path[row].as_py() if cells is None or cells.values is None else cells.value(row)
         if path is None:
             return None
         if not isinstance(path, str) or not path:
             raise ReferenceFormatError(self.name, grid.key(index), f"path {path!r} is not a URL")
-        offset = self._integer(self.offset, row, "offset", grid, index)
-        size = self._integer(self.size, row, "size", grid, index)
+        offset = self._integer(self.offset, self.offset_cells, row, "offset", grid, index)
+        size = self._integer(self.size, self.size_cells, row, "size", grid, index)
         url = resolve(path)
         if offset == 0 and size == 0:
             return Whole(url)
@@ -418,9 +516,18 @@ class _Record:
         return sum(array.nbytes for array in arrays if array is not None)
 
     def _integer(
-        self, column: Column | None, row: int, name: str, grid: ChunkGrid, index: int
+        self,
+        column: Column | None,
+        cells: _Cells | None,
+        row: int,
+        name: str,
+        grid: ChunkGrid,
+        index: int,
     ) -> int:
-        value = None if column is None else column[row].as_py()
+        if cells is not None and cells.values is not None:
+            value = cells.value(row)
+        else:
+            value = None if column is None else column[row].as_py()
         if not isinstance(value, int):
             raise ReferenceFormatError(
                 self.name, grid.key(index), f"{name} is null for a row with a path"
@@ -650,7 +757,7 @@ def _decode_record(data: bytes, name: str) -> _Record:
         present = pc.or_(masks[0], masks[1])
     elif masks:
         present = masks[0]
-    return _Record(name, table.num_rows, path, offset, size, raw, present)
+    return _Record.of(name, table.num_rows, path, offset, size, raw, present)
 
 
 def _compact_path(path: Column) -> Column:
