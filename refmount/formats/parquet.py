@@ -11,7 +11,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
 from refmount import urls
@@ -386,36 +386,19 @@ class _Record:
     size: Column | None
     raw: Column | None
     present: pa.BooleanArray | None  # None: every row is absent
-    path_cells: _Cells | None = None
-    offset_cells: _Cells | None = None
-    size_cells: _Cells | None = None
-    raw_cells: _Cells | None = None
+    path_cells: _Cells | None = field(init=False)
+    offset_cells: _Cells | None = field(init=False)
+    size_cells: _Cells | None = field(init=False)
+    raw_cells: _Cells | None = field(init=False)
 
-    @classmethod
-    def of(
-        cls,
-        name: str,
-        rows: int,
-        path: Column | None,
-        offset: Column | None,
-        size: Column | None,
-        raw: Column | None,
-        present: pa.BooleanArray | None,
-    ) -> _Record:
-        """Return the record of these columns, with their cells."""
-        return cls(
-            name,
-            rows,
-            path,
-            offset,
-            size,
-            raw,
-            present,
-            _cells(path),
-            _cells(offset),
-            _cells(size),
-            _cells(raw),
-        )
+    def __post_init__(self) -> None:
+        for name, column in (
+            ("path_cells", self.path),
+            ("offset_cells", self.offset),
+            ("size_cells", self.size),
+            ("raw_cells", self.raw),
+        ):
+            object.__setattr__(self, name, _cells(column))
 
     def reference(
         self, row: int, grid: ChunkGrid, index: int, resolve: Callable[[str], str]
@@ -425,7 +408,8 @@ class _Record:
             raise ReferenceFormatError(
                 self.name, grid.key(index), f"record has {self.rows} rows, chunk needs row {row}"
             )
-        if self.raw is not None and self.raw_cells is not None and self.raw_cells.is_valid(row):
+        raw = self.raw_cells
+        if self.raw is not None and raw is not None and raw.is_valid(row):
             data = self.raw[row].as_py()
             if data is not None:
                 return Inline(_decode_raw(cast(bytes, data), self.name, grid.key(index)))
@@ -757,7 +741,7 @@ def _decode_record(data: bytes, name: str) -> _Record:
         present = pc.or_(masks[0], masks[1])
     elif masks:
         present = masks[0]
-    return _Record.of(name, table.num_rows, path, offset, size, raw, present)
+    return _Record(name, table.num_rows, path, offset, size, raw, present)
 
 
 def _compact_path(path: Column) -> Column:
