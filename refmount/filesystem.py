@@ -511,9 +511,8 @@ class RefFilesystem:
             self._tree.path(parent), reference.url, spans, siblings.scale
         )
         siblings.quiet_from, siblings.quiet_until = reference.offset, prefetch.resume_at
-        siblings.scale = prefetch.scale
-        if prefetch.requested:
-            siblings.scale = min(2 * prefetch.scale, max(1, config.neighbour_growth))
+        grown = min(2 * prefetch.scale, max(1, config.neighbour_growth))
+        siblings.scale = grown if prefetch.requested else prefetch.scale
 
     def _sibling_index(self, parent: Inode, most: int) -> _SiblingIndex | None:
         """Return a directory's range references per object (safe in a worker thread).

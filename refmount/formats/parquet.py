@@ -374,6 +374,14 @@ def _cells(array: Column | None) -> _Cells | None:
     return _Cells(validity, values, names, data.offset)
 
 
+def _cell(column: Column | None, cells: _Cells | None, row: int) -> Any:
+    """Return the value in ``row`` of ``column``: from its cells when they hold the values,
+    else as pyarrow's scalar gives it (None: null, or no column)."""
+    if cells is not None and cells.values is not None:
+        return cells.value(row)
+    return None if column is None else column[row].as_py()
+
+
 @dataclass(frozen=True, slots=True)
 class _Record:
     """One parsed record file: its columns as pyarrow arrays (``None`` when absent or all null),
@@ -415,8 +423,7 @@ class _Record:
                 return Inline(_decode_raw(cast(bytes, data), self.name, grid.key(index)))
         if self.path is None:
             return None
-        cells = self.path_cells
-        path = self.path[row].as_py() if cells is None or cells.values is None else cells.value(row)
+        path = _cell(self.path, self.path_cells, row)
         if path is None:
             return None
         if not isinstance(path, str) or not path:
@@ -508,10 +515,7 @@ class _Record:
         grid: ChunkGrid,
         index: int,
     ) -> int:
-        if cells is not None and cells.values is not None:
-            value = cells.value(row)
-        else:
-            value = None if column is None else column[row].as_py()
+        value = _cell(column, cells, row)
         if not isinstance(value, int):
             raise ReferenceFormatError(
                 self.name, grid.key(index), f"{name} is null for a row with a path"
