@@ -1,4 +1,4 @@
-"""What the command shows besides its result: log lines (stderr, journald, syslog) and progress."""
+"""What the command shows log lines (stderr, syslog, journal, file) and progress."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, TextIO
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""Lines on a terminal and in a log file: with their time, level and logger."""
 
 
 class JournalFormatter(logging.Formatter):
@@ -42,7 +45,7 @@ def setup_logging(level: str, *, journald: bool) -> None:
     if journald:
         handler.setFormatter(JournalFormatter("%(levelname)s %(name)s: %(message)s"))
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -61,8 +64,6 @@ LOG_FILE_BACKUPS = 3
 
 JOURNAL_MESSAGE_MAX_BYTES = 48 * 1024
 """A longer message is cut: journald refuses datagrams beyond the socket's buffer."""
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 @dataclass(frozen=True)
