@@ -1,4 +1,4 @@
-"""What the command shows log lines (stderr, syslog, journal, file) and progress."""
+"""What the command shows: log lines (stderr, syslog, journal, a file) and progress."""
 
 from __future__ import annotations
 
