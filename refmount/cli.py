@@ -156,7 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error"],
         help="how much to log (default: info); debug also shows tracebacks",
     )
-    parser.add_argument("--log-file", metavar="PATH", help="log here once in the background")
+    parser.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="log here once in the background (default: syslog's /dev/log, else the "
+        "journal's socket, else a rotated file, 10 MiB x 4, named after the mountpoint in "
+        "/var/log/refmount as root or ~/.local/state/refmount, whose path the command prints)",
+    )
     parser.add_argument(
         "--attr-timeout",
         metavar="DURATION",
@@ -402,7 +408,7 @@ def _readiness_reporter(args: argparse.Namespace) -> Callable[[], None]:
     fd = int(text)
 
     def ready() -> None:
-        detach_logging(args.log_file)
+        detach_logging(args.log_file, str(args.mountpoint))
         os.write(fd, b"ready\n")
         os.close(fd)
 
