@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import binascii
 import functools
 import json
@@ -18,6 +17,7 @@ from refmount import urls
 from refmount.errors import ReferenceFormatError
 from refmount.formats import zarr_meta
 from refmount.formats.options import LoadOptions
+from refmount.formats.values import decode_base64
 from refmount.model import (
     ChunkGrid,
     ChunkRanges,
@@ -638,7 +638,7 @@ def _decode_raw(data: bytes, name: str, key: str) -> bytes:
     if not data.startswith(_BASE64):
         return data
     try:
-        return base64.b64decode(data[len(_BASE64) :])
+        return decode_base64(data[len(_BASE64) :])
     except binascii.Error as exc:
         raise ReferenceFormatError(name, key, f"bad base64 in raw: {exc}") from exc
 

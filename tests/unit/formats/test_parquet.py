@@ -1227,6 +1227,25 @@ def test_null_offset_on_a_path_row(tmp_path: Path, target: str) -> None:
         references.chunk(0, 0)
 
 
+@pytest.mark.parametrize("raw", [b"base64:_", b"base64:QU!JD", b"base64:aGVs\xc3\xa9bG8="])
+def test_raw_base64_outside_the_alphabet_is_refused(tmp_path: Path, raw: bytes) -> None:
+    root = tmp_path / "b64alphabet.parq"
+    write_parquet_set(root, {"a/.zarray": zarray([1], [1])}, {}, 1)
+    write_table(root / "a" / "refs.0.parq", pa.table({"raw": pa.array([raw], pa.binary())}))
+    references = load_parquet(LocalSource(root), LoadOptions())
+    with pytest.raises(ReferenceFormatError, match="bad base64") as caught:
+        references.chunk(0, 0)
+    assert caught.value.key == "a/0"
+
+
+def test_raw_base64_ignores_line_breaks(tmp_path: Path) -> None:
+    root = tmp_path / "b64lines.parq"
+    write_parquet_set(root, {"a/.zarray": zarray([1], [1])}, {}, 1)
+    raw = pa.array([b"base64:aGVs\r\nbG8=\n"], pa.binary())
+    write_table(root / "a" / "refs.0.parq", pa.table({"raw": raw}))
+    assert load_parquet(LocalSource(root), LoadOptions()).chunk(0, 0) == Inline(b"hello")
+
+
 def test_bad_base64_raw(tmp_path: Path) -> None:
     root = tmp_path / "b64bad.parq"
     write_parquet_set(root, {"a/.zarray": zarray([1], [1])}, {}, 1)
