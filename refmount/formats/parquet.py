@@ -66,6 +66,14 @@ def record_name(array: str, record: int) -> str:
     return f"{array}/{name}" if array else name
 
 
+def record_directory(url: str, array: str) -> str:
+    """Return the directory that holds ``array``'s record files in the set at ``url``: what
+    relative paths in those files resolve against (GDAL's rule; for JSON, the same principle:
+    the file that holds the reference)."""
+    root = url.rsplit("::", 1)[-1].rstrip("/")
+    return _join(root, array) if array else root
+
+
 def load_parquet(source: ReferenceSource, options: LoadOptions) -> ParquetReferenceSet:
     """Load a Parquet reference set: read ``.zmetadata`` and probe one record file's schema.
 
@@ -126,9 +134,10 @@ class ParquetReferenceSet:
     Explicit keys are the ``.zmetadata`` entries plus ``.zmetadata`` itself (the raw file).
     Every array in the metadata becomes a ``ChunkGrid``; chunk ``n`` of array ``a`` is row
     ``n % record_size`` of ``a/refs.{n // record_size}.parq``. Row semantics: ``raw`` not null
-    is inline bytes (``base64:`` decoded); otherwise a ``path`` with offset and size both 0 is
-    the whole target, any other ``path`` a byte range; a row with both null, a row of a record
-    file that does not exist and an index outside the grid are absent (``None``).
+    is inline bytes (``base64:`` decoded); otherwise a ``path`` with offset and size both 0, or
+    both null, is the whole target, any other ``path`` a byte range (a relative one resolved
+    against the record file's directory); a row with both null, a row of a record file that
+    does not exist and an index outside the grid are absent (``None``).
 
     Record files are parsed into compact pyarrow arrays and kept in a thread-safe LRU of at
     most ``options.record_cache`` records (record files found missing count as entries too);
@@ -154,14 +163,14 @@ class ParquetReferenceSet:
         self._explicit = explicit
         self._grids = tuple(grids)
         self._records = _RecordCache(max(1, options.record_cache), self._load_record)
-        base = source.base_url
         remote = options.remote_protocol
+        bases = [record_directory(source.url, grid.array) for grid in self._grids]
 
         @functools.lru_cache(maxsize=1024)
-        def resolve(path: str) -> str:
-            return sys.intern(urls.resolve(path, base, remote))
+        def resolve(grid: int, path: str) -> str:
+            return sys.intern(urls.resolve(path, bases[grid], remote))
 
-        self._resolve = resolve
+        self._resolvers = [functools.partial(resolve, grid) for grid in range(len(self._grids))]
 
     @property
     def source(self) -> str:
@@ -209,7 +218,7 @@ class ParquetReferenceSet:
         record = self._records.get((grid, number))
         if record is None:
             return None
-        return record.reference(row, chunk_grid, index, self._resolve)
+        return record.reference(row, chunk_grid, index, self._resolvers[grid])
 
     def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
         """Return the sizes of chunks ``[start, stop)`` of one record, for listings; never blocks.
@@ -252,7 +261,8 @@ class ParquetReferenceSet:
                     ranges.offsets.append(offset)
                     ranges.lengths.append(length)
             start = end
-        return {self._resolve(path): ranges for path, ranges in found.items()}
+        resolve = self._resolvers[grid]
+        return {resolve(path): ranges for path, ranges in found.items()}
 
     def chunks_present(self, grid: int, start: int = 0, stop: int | None = None) -> Iterator[int]:
         """Yield, in order, the indices in ``[start, stop)`` whose rows hold a reference.
@@ -428,6 +438,10 @@ class _Record:
             return None
         if not isinstance(path, str) or not path:
             raise ReferenceFormatError(self.name, grid.key(index), f"path {path!r} is not a URL")
+        if _cell(self.offset, self.offset_cells, row) is None and (
+            _cell(self.size, self.size_cells, row) is None
+        ):
+            return Whole(resolve(path))  # GDAL's whole-file row (fsspec drops the key)
         offset = self._integer(self.offset, self.offset_cells, row, "offset", grid, index)
         size = self._integer(self.size, self.size_cells, row, "size", grid, index)
         url = resolve(path)

@@ -22,7 +22,7 @@ import ujson
 from refmount.errors import ReferenceFormatError
 from refmount.formats import parquet
 from refmount.formats.options import LoadOptions
-from refmount.formats.parquet import ParquetReferenceSet, load_parquet
+from refmount.formats.parquet import ParquetReferenceSet, load_parquet, record_directory
 from refmount.model import (
     ROOT_INODE,
     ChunkGrid,
@@ -511,7 +511,7 @@ def test_path_encodings_with_nulls(tmp_path: Path, target: str, path_type: str) 
 
 def test_chunk_ranges_give_the_loaded_range_chunks_per_target(tmp_path: Path, target: str) -> None:
     root = tmp_path / "ranges.parq"
-    other = "other.bin"  # a relative path: resolved against the set's directory
+    other = "other.bin"  # a relative path: resolved against the record file's directory
     rows: dict[int, RefValue] = {0: [target, 0, 1], 2: [other, 2, 3], 3: "abc"}
     rows |= {4: [target, 0, 0], 5: [target, 9, 2]}
     chunks = {"a": {record * 6 + row: value for record in (0, 1) for row, value in rows.items()}}
@@ -771,14 +771,38 @@ def test_unusable_pandas_metadata_names_no_index_column(
     assert references.chunk(0, 0) == Range(target, 0, 3)
 
 
-def test_relative_paths_resolve_against_the_reference_directory(tmp_path: Path) -> None:
+def test_relative_paths_resolve_against_the_record_files_directory(tmp_path: Path) -> None:
     root = tmp_path / "rel.parq"
-    chunks: dict[str, dict[int, RefValue]] = {"a": {0: ["data.bin", 0, 1], 1: ["bucket/k", 0, 1]}}
-    write_parquet_set(root, {"a/.zarray": zarray([2], [1])}, chunks, 2)
+    chunks: dict[str, dict[int, RefValue]] = {
+        "a": {0: ["data.bin", 0, 1], 1: ["bucket/k", 0, 1], 2: ["../../up.bin", 0, 1]},
+        "deep/s": {0: ["../x.bin", 0, 1], 1: ["./sub/y.bin", 0, 1]},
+    }
+    metadata = {"a/.zarray": zarray([3], [1]), "deep/s/.zarray": zarray([2], [1])}
+    write_parquet_set(root, metadata, chunks, 3)
     local = load_parquet(LocalSource(root), LoadOptions())
-    assert local.chunk(0, 0) == Range(str(tmp_path / "data.bin"), 0, 1)
+    assert local.chunk(0, 0) == Range(str(root / "a" / "data.bin"), 0, 1)
+    assert local.chunk(0, 2) == Range(str(tmp_path / "up.bin"), 0, 1)
+    assert local.chunk(1, 0) == Range(str(root / "deep" / "x.bin"), 0, 1)
+    assert local.chunk(1, 1) == Range(str(root / "deep" / "s" / "sub" / "y.bin"), 0, 1)
+    assert local.chunk_ranges(1, 0, 2) == {
+        str(root / "deep" / "x.bin"): ChunkRanges([0], [1]),
+        str(root / "deep" / "s" / "sub" / "y.bin"): ChunkRanges([0], [1]),
+    }
     remote = load_parquet(LocalSource(root), LoadOptions(remote_protocol="s3"))
     assert remote.chunk(0, 1) == Range("s3://bucket/k", 0, 1)
+
+
+@pytest.mark.parametrize(
+    ("url", "array", "directory"),
+    [
+        ("/data/refs.parq", "a", "/data/refs.parq/a"),
+        ("/data/refs.parq/", "deep/s", "/data/refs.parq/deep/s"),
+        ("https://h/x/refs.parq", "a", "https://h/x/refs.parq/a"),
+        ("simplecache::s3://b/refs.parq", "", "s3://b/refs.parq"),
+    ],
+)
+def test_record_directory(url: str, array: str, directory: str) -> None:
+    assert record_directory(url, array) == directory
 
 
 def test_urls_are_interned(cat_parq: Store) -> None:
@@ -1225,6 +1249,30 @@ def test_null_offset_on_a_path_row(tmp_path: Path, target: str) -> None:
     references = load_parquet(LocalSource(root), LoadOptions())
     with pytest.raises(ReferenceFormatError, match="offset is null"):
         references.chunk(0, 0)
+
+
+@pytest.mark.parametrize("kind", [pa.int64(), pa.null()])
+def test_null_offset_and_size_on_a_path_row_is_the_whole_file(
+    tmp_path: Path, target: str, kind: pa.DataType
+) -> None:
+    root = tmp_path / "nullboth.parq"
+    write_parquet_set(root, {"a/.zarray": zarray([3], [1])}, {}, 3)
+    table = pa.table(
+        {
+            "path": pa.array([target, "rel.bin", None]),
+            "offset": pa.array([None, None, None], kind),
+            "size": pa.array([None, None, None], kind),
+            "raw": pa.nulls(3, pa.binary()),
+        }
+    )
+    write_table(root / "a" / "refs.0.parq", table)
+    references = load_parquet(LocalSource(root), LoadOptions())
+    assert references.chunk(0, 0) == Whole(target)
+    assert references.chunk(0, 1) == Whole(str(root / "a" / "rel.bin"))
+    assert references.chunk(0, 2) is None
+    assert references.chunk_sizes(0, 0, 3) == [None, None, -1]  # a whole file: ask the target
+    assert references.chunk_ranges(0, 0, 3) == {}
+    assert list(references.chunks_present(0)) == [0, 1]
 
 
 @pytest.mark.parametrize("raw", [b"base64:_", b"base64:QU!JD", b"base64:aGVs\xc3\xa9bG8="])
