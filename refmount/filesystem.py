@@ -37,7 +37,7 @@ from refmount.names import NAME_MAX
 from refmount.reader import Reader
 from refmount.stats import STATS_FILE, Statistics, encode_snapshot
 from refmount.store import LOCAL_PROTOCOLS
-from refmount.tree import MAX_INODE, ChildRun, GridChunk, StaticFile, Tree
+from refmount.tree import MAX_INODE, ChildRun, ChunkSpans, GridChunk, StaticFile, Tree
 from refmount.urls import protocol_of
 
 BLOCK_SIZE = 128 * 1024
@@ -286,8 +286,17 @@ class RefFilesystem:
             if start < position:
                 batch.append((name, dot, DIRECTORY, position))
         position = max(start - DOT_ENTRIES, 0)
+        spans = tree.chunk_spans(inode)
+        loaded = False  # at most one listing step that reads records once entries are found
         while len(batch) < READDIR_BATCH:
-            run = tree.child_run(inode, position, READDIR_BATCH - len(batch))
+            most = READDIR_BATCH - len(batch)
+            if spans is not None and position >= spans.position:
+                if batch and loaded:
+                    break
+                position, loaded = await self._skip_absent(spans, position)
+                if spans.span > 1:
+                    most = 1  # a directory of chunks: each is listed only if it holds one
+            run = tree.child_run(inode, position, most)
             if run is None:
                 break
             count = len(run.names)
@@ -315,6 +324,40 @@ class RefFilesystem:
                         batch.append((name, child, size, resume + offset))
             position = run.start + count
         return batch
+
+    async def _skip_absent(self, spans: ChunkSpans, position: int) -> tuple[int, bool]:
+        """Return the first grid entry from ``position`` on that holds a chunk not known to be
+        absent (past the last entry when none does), and whether finding it read records.
+
+        A sparse grid is never walked entry by entry: absent stretches are jumped over with
+        ``ReferenceSet.skip_absent``, without I/O when the records involved are loaded, else
+        in a worker thread with bounded work (a listing's work follows the record files that
+        exist, not the grid)."""
+        offset = position - spans.position
+        if offset >= spans.total:
+            return position, False
+        start = spans.first + offset * spans.span
+        stop = spans.first + spans.total * spans.span
+        references = self._references
+        found = references.skip_absent(spans.grid, start, stop, load=False)
+        loaded = False
+        if found < stop and not references.chunk_is_loaded(spans.grid, found):
+            found = await self._in_record_thread(
+                lambda: references.skip_absent(spans.grid, found, stop, load=True)
+            )
+            loaded = True
+        return spans.position + (found - spans.first) // spans.span, loaded
+
+    async def _in_record_thread(self, work: Callable[[], int]) -> int:
+        """Run listing work that may read record files in a worker thread."""
+        try:
+            return await trio.to_thread.run_sync(work, limiter=self._record_threads)
+        except OSError as error:
+            raise TargetReadError(
+                self._references.source,
+                self._references.source,
+                f"cannot list the record files: {error}",
+            ) from error
 
     def listing_attributes(self, is_dir: bool) -> Attributes:
         """Return what every listed directory (or file) shares: all but inode and size."""

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import binascii
+import bisect
 import functools
 import json
 import logging
+import re
 import sys
 import threading
+from array import array as int_array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +53,11 @@ COLUMN_SETS: Final = (
 """The column sets a record file may have (fsspec accepts the URL-only and raw-only forms)."""
 
 _BASE64: Final = b"base64:"
+
+SKIP_LOADS: Final = 64
+"""How many record files one ``skip_absent`` call reads at most (it says where it stopped)."""
+
+_RECORD_FILE: Final = re.compile(r"refs\.(0|[1-9][0-9]{0,19})\.parq")
 
 
 def _skipped(options: LoadOptions, error: ReferenceFormatError, message: str) -> None:
@@ -171,6 +179,8 @@ class ParquetReferenceSet:
             return sys.intern(urls.resolve(path, bases[grid], remote))
 
         self._resolvers = [functools.partial(resolve, grid) for grid in range(len(self._grids))]
+        self._existing: dict[int, int_array[int] | None] = {}
+        self._existing_lock = threading.Lock()
 
     @property
     def source(self) -> str:
@@ -199,6 +209,88 @@ class ParquetReferenceSet:
     def records(self, grid: int) -> int:
         """Return how many record files grid number ``grid`` spans."""
         return -(-self._grids[grid].count // self.record_size)
+
+    def existing_records(self, grid: int) -> Sequence[int] | None:
+        """Return, sorted, the numbers of grid ``grid``'s record files that exist, or None when
+        the source cannot list directories (plain HTTP). Lists the array's directory the first
+        time (may block), once whoever asks; names that are not record files, or whose number
+        is beyond the grid, are ignored."""
+        with self._existing_lock:
+            if grid in self._existing:
+                return self._existing[grid]
+            names = self._source.names(self._grids[grid].array)
+            numbers: int_array[int] | None = None
+            if names is not None:
+                total = self.records(grid)
+                found = set()
+                for name in names:
+                    match = _RECORD_FILE.fullmatch(name)
+                    if match is not None and int(match.group(1)) < total:
+                        found.add(int(match.group(1)))
+                numbers = int_array("q", sorted(found))
+            self._existing[grid] = numbers
+            return numbers
+
+    def record_numbers(self, grid: int) -> Sequence[int]:
+        """Return the numbers of the record files of grid ``grid`` that may exist, in order:
+        those listed, or every number when the source cannot list (may block)."""
+        existing = self.existing_records(grid)
+        return range(self.records(grid)) if existing is None else existing
+
+    def record_columns(self, grid: int, number: int) -> tuple[str, ...] | None:
+        """Return the columns of record file ``number`` of grid ``grid`` when it is loaded
+        (None: not loaded, or missing); never reads."""
+        _, record = self._records.peek((grid, number))
+        return None if record is None else record.columns
+
+    def record_name(self, grid: int, number: int) -> str:
+        """Return the full name of record file ``number`` of grid ``grid``, for messages."""
+        return _join(self._source.url, record_name(self._grids[grid].array, number))
+
+    def skip_absent(self, grid: int, start: int, stop: int, *, load: bool) -> int:
+        """Return the first index in ``[start, stop)`` not known to be absent (``stop``: none).
+
+        Without ``load`` nothing is read: the index returned is present, or in a record not
+        loaded yet. With ``load`` the directory of record files is listed (once) and records
+        are read as needed, at most ``SKIP_LOADS`` of them: the index returned is present, or
+        the first of the record where that budget ran out. Record files that do not exist
+        are jumped over, so the work is proportional to the record files that exist, never
+        to the grid.
+        """
+        stop = min(stop, self._grids[grid].count)
+        start = max(start, 0)
+        size = self.record_size
+        loads = 0
+        while start < stop:
+            number, row = divmod(start, size)
+            first = number * size
+            end = min(stop, first + size)
+            known, record = self._records.peek((grid, number))
+            if not known:
+                existing: Sequence[int] | None
+                if grid in self._existing:
+                    existing = self._existing[grid]
+                elif load:
+                    existing = self.existing_records(grid)
+                else:
+                    return start
+                if existing is not None:
+                    position = bisect.bisect_left(existing, number)
+                    if position == len(existing):
+                        return stop
+                    if existing[position] != number:
+                        start = max(start, existing[position] * size)
+                        continue
+                if not load or loads >= SKIP_LOADS:
+                    return start
+                loads += 1
+                record = self._records.get((grid, number))
+            if record is not None:
+                found = record.first_present(row, end - first)
+                if found is not None:
+                    return first + found
+            start = end
+        return stop
 
     def chunk_is_loaded(self, grid: int, index: int) -> bool:
         """Return True when ``chunk(grid, index)`` will answer without I/O."""
@@ -404,6 +496,7 @@ class _Record:
     size: Column | None
     raw: Column | None
     present: pa.BooleanArray | None  # None: every row is absent
+    columns: tuple[str, ...]  # the file's columns, as stored (pandas index columns left out)
     path_cells: _Cells | None = field(init=False)
     offset_cells: _Cells | None = field(init=False)
     size_cells: _Cells | None = field(init=False)
@@ -514,6 +607,17 @@ class _Record:
 
         hits = pc.indices_nonzero(self.present.slice(start, stop - start))
         return [start + row for row in cast(list[int], hits.to_pylist())]
+
+    def first_present(self, start: int, stop: int) -> int | None:
+        """Return the first row in ``[start, stop)``, clipped to the file, that is not null."""
+        stop = min(stop, self.rows)
+        present = self.present
+        if present is None or start >= stop:
+            return None
+        if present[start].as_py():  # the common case of a dense record: no scan
+            return start
+        rows = self.present_rows(start, stop)
+        return rows[0] if rows else None
 
     def nbytes(self) -> int:
         """Return the bytes held by the record's arrays."""
@@ -759,7 +863,7 @@ def _decode_record(data: bytes, name: str) -> _Record:
         present = pc.or_(masks[0], masks[1])
     elif masks:
         present = masks[0]
-    return _Record(name, table.num_rows, path, offset, size, raw, present)
+    return _Record(name, table.num_rows, path, offset, size, raw, present, tuple(columns))
 
 
 def _compact_path(path: Column) -> Column:

@@ -8,6 +8,7 @@ import logging
 import math
 import threading
 import time
+from array import array as int_array
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,7 +23,12 @@ import ujson
 from refmount.errors import ReferenceFormatError
 from refmount.formats import parquet
 from refmount.formats.options import LoadOptions
-from refmount.formats.parquet import ParquetReferenceSet, load_parquet, record_directory
+from refmount.formats.parquet import (
+    SKIP_LOADS,
+    ParquetReferenceSet,
+    load_parquet,
+    record_directory,
+)
 from refmount.model import (
     ROOT_INODE,
     ChunkGrid,
@@ -1346,3 +1352,54 @@ def test_cells_read_each_row_as_pyarrow_does(column: int, start: int) -> None:
         if cells.values is not None:
             assert cells.value(row) == value, row
     assert (cells.values is None) == pa.types.is_binary(array.type)
+
+
+# ----------------------------------------------------------------------------- sparse grids
+
+
+class UnlistableSource(LocalSource):
+    """A LocalSource that cannot list directories, like a plain HTTP server."""
+
+    def names(self, relative: str = "") -> list[str] | None:
+        return None
+
+
+def test_skip_absent_jumps_over_record_files_that_do_not_exist(tmp_path: Path) -> None:
+    root = tmp_path / "sparse.parq"
+    huge = 10**18
+    chunks: dict[str, dict[int, RefValue]] = {"a": {7: ["t.bin", 0, 1], huge - 2: "x"}}
+    write_parquet_set(root, {"a/.zarray": zarray([huge], [1])}, chunks, 1000)
+    source = LocalSource(root)
+    references = load_parquet(source, LoadOptions())
+    source.reads.clear()
+    assert references.skip_absent(0, 0, huge, load=False) == 0  # nothing known: no I/O
+    assert source.reads == []
+    assert references.skip_absent(0, 0, huge, load=True) == 7
+    assert references.skip_absent(0, 0, huge, load=False) == 7  # now known without I/O
+    assert references.skip_absent(0, 8, huge, load=True) == huge - 2
+    assert references.skip_absent(0, huge - 1, huge, load=True) == huge
+    assert references.skip_absent(0, 8, 10**17, load=True) == 10**17
+    assert references.existing_records(0) == int_array("q", [0, (huge - 2) // 1000])
+    assert source.reads == ["a/refs.0.parq", f"a/refs.{(huge - 2) // 1000}.parq"]
+
+
+def test_skip_absent_reads_a_bounded_number_of_records_when_it_cannot_list(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "unlisted.parq"
+    chunks: dict[str, dict[int, RefValue]] = {"a": {10**6: "x"}}
+    write_parquet_set(root, {"a/.zarray": zarray([10**9], [1])}, chunks, 10)
+    references = load_parquet(UnlistableSource(root), LoadOptions())
+    assert references.existing_records(0) is None
+    assert references.skip_absent(0, 0, 10**9, load=True) == SKIP_LOADS * 10
+    assert references.record_numbers(0) == range(10**8)
+
+
+def test_existing_records_ignore_other_names(tmp_path: Path) -> None:
+    root = tmp_path / "names.parq"
+    chunks: dict[str, dict[int, RefValue]] = {"a": {0: "x", 25: "y"}}
+    write_parquet_set(root, {"a/.zarray": zarray([30], [1])}, chunks, 10)
+    for name in ("refs.01.parq", "refs.9.parq", "refs.-1.parq", "refs.1.parquet", "other"):
+        (root / "a" / name).write_bytes(b"")
+    references = load_parquet(LocalSource(root), LoadOptions())
+    assert list(references.existing_records(0) or []) == [0, 2]
