@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import errno
 import itertools
+import logging
 import os
 import stat
 from array import array
@@ -21,6 +22,7 @@ from refmount.errors import (
     NotFoundError,
     ReadOnlyError,
     TargetAccessError,
+    TargetError,
     TargetReadError,
 )
 from refmount.model import (
@@ -31,6 +33,7 @@ from refmount.model import (
     Range,
     Reference,
     ReferenceSet,
+    Whole,
     reference_kind,
 )
 from refmount.names import NAME_MAX
@@ -39,6 +42,8 @@ from refmount.stats import STATS_FILE, Statistics, encode_snapshot
 from refmount.store import LOCAL_PROTOCOLS
 from refmount.tree import MAX_INODE, ChildRun, ChunkSpans, GridChunk, StaticFile, Tree
 from refmount.urls import protocol_of
+
+log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 128 * 1024
 """``st_blksize``: the I/O size that ``cp`` and friends use."""
@@ -58,6 +63,10 @@ DIRECTORY = -2
 
 ABSENT = -1
 """A listed chunk's size when its row is null: it is left out (as ``chunk_sizes`` says)."""
+
+UNRESOLVED = -3
+"""A listed file's size when its target could not tell it: the entry is listed with size 0,
+and the kernel must not keep it (zero entry and attribute timeouts); ``getattr`` asks again."""
 
 ListedEntry = tuple[bytes, Inode, int, int]
 """One listed entry: its name (UTF-8), inode, size (or ``DIRECTORY``), and the position to
@@ -313,17 +322,36 @@ class RefFilesystem:
                     )
                 )
             else:
+                await self._resolve_sizes(run, sizes)
                 for offset, (name, size) in enumerate(zip(run.names, sizes, strict=True)):
-                    child = Inode(run.first_inode + offset)
-                    if size is None:
-                        try:
-                            size = (await self._file_attributes(child)).size
-                        except NotFoundError:
-                            continue
                     if size != ABSENT:
-                        batch.append((name, child, size, resume + offset))
+                        child = Inode(run.first_inode + offset)
+                        batch.append((name, child, cast(int, size), resume + offset))
             position = run.start + count
         return batch
+
+    async def _resolve_sizes(self, run: ChildRun, sizes: list[int | None]) -> None:
+        """Fill in the sizes that only a record or the target can tell, all at once.
+
+        A name without a reference becomes ``ABSENT``; a target that cannot tell its size
+        (missing, refused, unreachable) makes its entry ``UNRESOLVED`` with a log line: one
+        target never fails the listing of its directory.
+        """
+
+        async def resolve(offset: int) -> None:
+            child = Inode(run.first_inode + offset)
+            try:
+                sizes[offset] = (await self._file_attributes(child)).size
+            except NotFoundError:
+                sizes[offset] = ABSENT
+            except TargetError as error:
+                log.info("listed with an unknown size: %s", error)
+                sizes[offset] = UNRESOLVED
+
+        async with trio.open_nursery() as nursery:
+            for offset, size in enumerate(sizes):
+                if size is None:
+                    nursery.start_soon(resolve, offset)
 
     async def _skip_absent(self, spans: ChunkSpans, position: int) -> tuple[int, bool]:
         """Return the first grid entry from ``position`` on that holds a chunk not known to be
@@ -434,6 +462,8 @@ class RefFilesystem:
         reference, key = await self._reference_and_key(inode)
         if self._target_problem is not None and key is None:
             self._check_target(inode, reference)  # a chunk; a static key was checked at start
+        if isinstance(reference, Whole):
+            await self._size(inode, reference)  # EIO while the target cannot tell (kept once known)
         handle = FileHandle(next(self._handles))
         self._open[handle] = OpenFile(
             inode,

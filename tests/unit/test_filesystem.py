@@ -908,3 +908,50 @@ async def test_a_dense_grid_still_lists_in_full_batches(tmp_path: Path) -> None:
     first = await fs.readdir(flat, 0)
     assert len(first) == READDIR_BATCH
     assert await list_all(fs, flat) == [".zarray"] + [str(i) for i in range(1000)]
+
+
+async def test_a_target_without_a_size_does_not_fail_its_listing() -> None:
+    refs = DictReferences(
+        explicit={
+            "d/a": Whole("mem://d"),
+            "d/b": Whole("mem://gone"),
+            "d/c": Range("mem://d", 0, 5),
+            "d/e": Whole("mem://refused"),
+        }
+    )
+    target = MemoryTarget(objects={"mem://d": DATA}, failing={"mem://gone", "mem://refused"})
+    fs, _ = make_fs(refs, target)
+    directory = await path_inode(fs, "d")
+    listing = (await fs.readdir(directory, 0))[2:]
+    assert [(name, size) for name, _, size, _ in listing] == [
+        (b"a", len(DATA)),
+        (b"b", filesystem.UNRESOLVED),
+        (b"c", 5),
+        (b"e", filesystem.UNRESOLVED),
+    ]
+    gone = listing[1][1]
+    with pytest.raises(TargetError) as caught:
+        await fs.getattr(gone)
+    assert caught.value.errno == errno.EIO
+    with pytest.raises(TargetError):
+        await fs.open(gone, os.O_RDONLY)
+    assert await read_all(fs, "d/a") == DATA
+    target.failing.discard("mem://gone")  # the target answers now: so does getattr
+    target.objects["mem://gone"] = b"back"
+    assert (await fs.getattr(gone)).size == 4
+
+
+async def test_a_whole_file_chunk_without_a_size_does_not_fail_its_listing() -> None:
+    grid = ChunkGrid("x", (3,), ".")
+    refs = DictReferences(
+        explicit={"x/.zarray": Inline(b"{}")},
+        grid_list=[grid],
+        chunks={0: {0: Whole("mem://gone"), 2: Whole("mem://d")}},
+    )
+    fs, _ = make_fs(refs, MemoryTarget(objects={"mem://d": DATA}, failing={"mem://gone"}))
+    listing = (await fs.readdir(await path_inode(fs, "x"), 0))[2:]
+    assert [(name, size) for name, _, size, _ in listing] == [
+        (b".zarray", 2),
+        (b"0", filesystem.UNRESOLVED),
+        (b"2", len(DATA)),
+    ]
