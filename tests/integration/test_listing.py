@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -74,7 +75,7 @@ def test_a_missing_whole_file_target_does_not_break_its_listing(
     assert gone_url in failed[0]
 
 
-def write_parquet(root: Path, metadata: dict[str, object], records: dict[str, pa.Table]) -> Path:
+def write_parquet(root: Path, metadata: Mapping[str, object], records: dict[str, pa.Table]) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     document = {"metadata": metadata, "record_size": 100_000}
     (root / ".zmetadata").write_text(json.dumps(document))
