@@ -21,6 +21,7 @@ from refmount.errors import (
     NoAttributeError,
     NotFoundError,
     ReadOnlyError,
+    RefmountError,
     TargetAccessError,
     TargetError,
     TargetReadError,
@@ -338,6 +339,8 @@ class RefFilesystem:
         target never fails the listing of its directory.
         """
 
+        failures: list[RefmountError] = []
+
         async def resolve(offset: int) -> None:
             child = Inode(run.first_inode + offset)
             try:
@@ -347,11 +350,15 @@ class RefFilesystem:
             except TargetError as error:
                 log.info("listed with an unknown size: %s", error)
                 sizes[offset] = UNRESOLVED
+            except RefmountError as error:  # a malformed row: the listing fails, as it says
+                failures.append(error)
 
         async with trio.open_nursery() as nursery:
             for offset, size in enumerate(sizes):
                 if size is None:
                     nursery.start_soon(resolve, offset)
+        if failures:
+            raise failures[0]
 
     async def _skip_absent(self, spans: ChunkSpans, position: int) -> tuple[int, bool]:
         """Return the first grid entry from ``position`` on that holds a chunk not known to be

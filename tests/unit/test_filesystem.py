@@ -238,6 +238,13 @@ async def test_corrupt_record_is_an_error_for_that_chunk_only() -> None:
     assert await read_all(fs, "x/0.1") == b"ab"
 
 
+async def test_a_corrupt_row_fails_the_listing_with_its_own_error() -> None:
+    fs, refs = grid_fs()
+    refs.broken.add((0, 0))
+    with pytest.raises(ReferenceFormatError, match="injected corruption"):  # not a group
+        await fs.readdir(await path_inode(fs, "x"), 0)
+
+
 async def test_readdir_streams_in_batches() -> None:
     count = READDIR_BATCH * 2 + 5
     grid = ChunkGrid("big", (count,), ".")
