@@ -402,6 +402,11 @@ class ParquetReferenceSet:
 
     def _load_record(self, key: tuple[int, int]) -> _Record | None:
         grid, number = key
+        existing = self._existing.get(grid)
+        if existing is not None:  # listed already: a record file not listed is not read
+            position = bisect.bisect_left(existing, number)
+            if position == len(existing) or existing[position] != number:
+                return None
         relative = record_name(self._grids[grid].array, number)
         try:
             data = self._source.read(relative)

@@ -1383,6 +1383,21 @@ def test_skip_absent_jumps_over_record_files_that_do_not_exist(tmp_path: Path) -
     assert source.reads == ["a/refs.0.parq", f"a/refs.{(huge - 2) // 1000}.parq"]
 
 
+def test_once_listed_a_record_file_that_does_not_exist_is_not_read(tmp_path: Path) -> None:
+    root = tmp_path / "listed.parq"
+    chunks: dict[str, dict[int, RefValue]] = {"a": {0: "x"}}
+    write_parquet_set(root, {"a/.zarray": zarray([10**6], [1])}, chunks, 10)
+    source = LocalSource(root)
+    references = load_parquet(source, LoadOptions())
+    source.reads.clear()
+    assert references.chunk(0, 55) is None
+    assert source.reads == ["a/refs.5.parq"]  # not listed yet: tried
+    references.existing_records(0)
+    assert [references.chunk(0, index) for index in (77, 10**6 - 1)] == [None, None]
+    assert source.reads == ["a/refs.5.parq"]
+    assert references.chunk(0, 0) == Inline(b"x")
+
+
 def test_skip_absent_reads_a_bounded_number_of_records_when_it_cannot_list(
     tmp_path: Path,
 ) -> None:
