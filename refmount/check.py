@@ -15,7 +15,7 @@ import trio
 from refmount.errors import ReferenceFormatError, RefmountError
 from refmount.formats import LoadOptions, load, zarr_meta
 from refmount.formats.options import Progress
-from refmount.formats.parquet import ParquetReferenceSet
+from refmount.formats.parquet import COLUMN_SETS, ParquetReferenceSet
 from refmount.formats.sniff import is_parquet
 from refmount.model import Inline, Range, Reference, ReferenceSet, ReferenceSource, Whole
 from refmount.stats import human_bytes
@@ -23,6 +23,9 @@ from refmount.tree import Tree
 
 METADATA_NAMES = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"})
 """Names of zarr metadata documents: keys with these names are never chunks."""
+
+FULL_COLUMNS = COLUMN_SETS[0]
+"""The columns every reader of Parquet reference sets knows: path, offset, size, raw."""
 
 SIZE_REQUESTS = 16
 """How many size requests ``--sizes`` keeps in flight at once."""
@@ -114,6 +117,7 @@ class Summary:
     whole: int = 0
     whole_bytes: int | None = None
     problems: list[Problem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     malformed: bool = False
 
     @property
@@ -186,6 +190,7 @@ class Summary:
             "whole": {"count": self.whole, "bytes": self.whole_bytes},
             "total_bytes": self.total_bytes,
             "problems": [{"key": p.key, "problem": p.problem} for p in self.problems],
+            "warnings": list(self.warnings),
         }
 
 
@@ -337,7 +342,7 @@ def _scan(
     size = references.record_size
     for number, grid in enumerate(references.grids):
         found = 0
-        for record in range(references.records(number)):
+        for record in references.record_numbers(number):  # those that exist, when listable
             start = record * size
             stop = min(start + size, grid.count)
             try:
@@ -354,11 +359,25 @@ def _scan(
                 summary.problem(error.key, f"{error.source}: {error.problem}")
             except OSError as error:
                 summary.problem(None, f"cannot read record {record} of {grid.array!r}: {error}")
-            done += stop - start
+            _warn_columns(references, summary, number, record)
             if progress is not None:
-                progress(done, total)
+                progress(done + stop, total)
+        done += grid.count
         present[grid.array] = found
     return present
+
+
+def _warn_columns(
+    references: ParquetReferenceSet, summary: Summary, grid: int, record: int
+) -> None:
+    """Warn about a record file whose columns are a subset fsspec accepts but others may not."""
+    columns = references.record_columns(grid, record)
+    if columns is None or frozenset(columns) == FULL_COLUMNS:
+        return
+    summary.warnings.append(
+        f"{references.record_name(grid, record)}: columns are {', '.join(columns)}, not "
+        "path, offset, size, raw (fsspec and refmount read it; other readers may not)"
+    )
 
 
 async def _ask_sizes(summary: Summary, size_of: SizeOf) -> None:
@@ -459,6 +478,9 @@ def format_summary(summary: Summary) -> str:
             else ""
         )
         lines.append(f"{'total':<12}{summary.total_bytes:,} bytes ({total}){unknown}")
+    if summary.warnings:
+        lines.append(f"{'warnings':<12}{len(summary.warnings):,}")
+        lines.extend(f"  {warning}" for warning in summary.warnings)
     if summary.problems:
         lines.append(f"{'problems':<12}{len(summary.problems):,}")
         lines.extend(f"  {problem}" for problem in summary.problems)

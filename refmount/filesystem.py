@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 import errno
 import itertools
+import logging
 import os
 import stat
 from array import array
@@ -20,7 +21,9 @@ from refmount.errors import (
     NoAttributeError,
     NotFoundError,
     ReadOnlyError,
+    RefmountError,
     TargetAccessError,
+    TargetError,
     TargetReadError,
 )
 from refmount.model import (
@@ -31,14 +34,17 @@ from refmount.model import (
     Range,
     Reference,
     ReferenceSet,
+    Whole,
     reference_kind,
 )
 from refmount.names import NAME_MAX
 from refmount.reader import Reader
 from refmount.stats import STATS_FILE, Statistics, encode_snapshot
 from refmount.store import LOCAL_PROTOCOLS
-from refmount.tree import MAX_INODE, ChildRun, GridChunk, StaticFile, Tree
+from refmount.tree import MAX_INODE, ChildRun, ChunkSpans, GridChunk, StaticFile, Tree
 from refmount.urls import protocol_of
+
+log = logging.getLogger(__name__)
 
 BLOCK_SIZE = 128 * 1024
 """``st_blksize``: the I/O size that ``cp`` and friends use."""
@@ -58,6 +64,10 @@ DIRECTORY = -2
 
 ABSENT = -1
 """A listed chunk's size when its row is null: it is left out (as ``chunk_sizes`` says)."""
+
+UNRESOLVED = -3
+"""A listed file's size when its target could not tell it: the entry is listed with size 0,
+and the kernel must not keep it (zero entry and attribute timeouts); ``getattr`` asks again."""
 
 ListedEntry = tuple[bytes, Inode, int, int]
 """One listed entry: its name (UTF-8), inode, size (or ``DIRECTORY``), and the position to
@@ -286,8 +296,17 @@ class RefFilesystem:
             if start < position:
                 batch.append((name, dot, DIRECTORY, position))
         position = max(start - DOT_ENTRIES, 0)
+        spans = tree.chunk_spans(inode)
+        loaded = False  # at most one listing step that reads records once entries are found
         while len(batch) < READDIR_BATCH:
-            run = tree.child_run(inode, position, READDIR_BATCH - len(batch))
+            most = READDIR_BATCH - len(batch)
+            if spans is not None and position >= spans.position:
+                if batch and loaded:
+                    break
+                position, loaded = await self._skip_absent(spans, position)
+                if spans.span > 1:
+                    most = 1  # a directory of chunks: each is listed only if it holds one
+            run = tree.child_run(inode, position, most)
             if run is None:
                 break
             count = len(run.names)
@@ -304,17 +323,76 @@ class RefFilesystem:
                     )
                 )
             else:
+                await self._resolve_sizes(run, sizes)
                 for offset, (name, size) in enumerate(zip(run.names, sizes, strict=True)):
-                    child = Inode(run.first_inode + offset)
-                    if size is None:
-                        try:
-                            size = (await self._file_attributes(child)).size
-                        except NotFoundError:
-                            continue
                     if size != ABSENT:
-                        batch.append((name, child, size, resume + offset))
+                        child = Inode(run.first_inode + offset)
+                        batch.append((name, child, cast(int, size), resume + offset))
             position = run.start + count
         return batch
+
+    async def _resolve_sizes(self, run: ChildRun, sizes: list[int | None]) -> None:
+        """Fill in the sizes that only a record or the target can tell, all at once.
+
+        A name without a reference becomes ``ABSENT``; a target that cannot tell its size
+        (missing, refused, unreachable) makes its entry ``UNRESOLVED`` with a log line: one
+        target never fails the listing of its directory.
+        """
+
+        failures: list[RefmountError] = []
+
+        async def resolve(offset: int) -> None:
+            child = Inode(run.first_inode + offset)
+            try:
+                sizes[offset] = (await self._file_attributes(child)).size
+            except NotFoundError:
+                sizes[offset] = ABSENT
+            except TargetError as error:
+                log.info("listed with an unknown size: %s", error)
+                sizes[offset] = UNRESOLVED
+            except RefmountError as error:  # a malformed row: the listing fails, as it says
+                failures.append(error)
+
+        async with trio.open_nursery() as nursery:
+            for offset, size in enumerate(sizes):
+                if size is None:
+                    nursery.start_soon(resolve, offset)
+        if failures:
+            raise failures[0]
+
+    async def _skip_absent(self, spans: ChunkSpans, position: int) -> tuple[int, bool]:
+        """Return the first grid entry from ``position`` on that holds a chunk not known to be
+        absent (past the last entry when none does), and whether finding it read records.
+
+        A sparse grid is never walked entry by entry: absent stretches are jumped over with
+        ``ReferenceSet.skip_absent``, without I/O when the records involved are loaded, else
+        in a worker thread with bounded work (a listing's work follows the record files that
+        exist, not the grid)."""
+        offset = position - spans.position
+        if offset >= spans.total:
+            return position, False
+        start = spans.first + offset * spans.span
+        stop = spans.first + spans.total * spans.span
+        references = self._references
+        found = references.skip_absent(spans.grid, start, stop, load=False)
+        loaded = False
+        if found < stop and not references.chunk_is_loaded(spans.grid, found):
+            found = await self._in_record_thread(
+                lambda: references.skip_absent(spans.grid, found, stop, load=True)
+            )
+            loaded = True
+        return spans.position + (found - spans.first) // spans.span, loaded
+
+    async def _in_record_thread(self, work: Callable[[], int]) -> int:
+        """Run listing work that may read record files in a worker thread."""
+        try:
+            return await trio.to_thread.run_sync(work, limiter=self._record_threads)
+        except OSError as error:
+            raise TargetReadError(
+                self._references.source,
+                self._references.source,
+                f"cannot list the record files: {error}",
+            ) from error
 
     def listing_attributes(self, is_dir: bool) -> Attributes:
         """Return what every listed directory (or file) shares: all but inode and size."""
@@ -391,6 +469,8 @@ class RefFilesystem:
         reference, key = await self._reference_and_key(inode)
         if self._target_problem is not None and key is None:
             self._check_target(inode, reference)  # a chunk; a static key was checked at start
+        if isinstance(reference, Whole):
+            await self._size(inode, reference)  # EIO while the target cannot tell (kept once known)
         handle = FileHandle(next(self._handles))
         self._open[handle] = OpenFile(
             inode,

@@ -22,7 +22,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 import pyfuse3
 
 from refmount.errors import FilesystemError, RefmountError
-from refmount.filesystem import BLOCK_SIZE, DIRECTORY, Attributes, RefFilesystem
+from refmount.filesystem import BLOCK_SIZE, DIRECTORY, UNRESOLVED, Attributes, RefFilesystem
 from refmount.model import FileHandle, Inode
 
 log = logging.getLogger(__name__)
@@ -158,6 +158,8 @@ class FuseOperations(pyfuse3.Operations):
         # directories serve every entry, and only inode and size change from one to the next
         files = self._entry(self._fs.listing_attributes(is_dir=False))
         directories = self._entry(self._fs.listing_attributes(is_dir=True))
+        unresolved = self._entry(self._fs.listing_attributes(is_dir=False))
+        unresolved.entry_timeout = unresolved.attr_timeout = 0  # asked again at the next stat
         reply = pyfuse3.readdir_reply
         while True:
             batch = await self._fs.readdir(inode, position)
@@ -166,6 +168,8 @@ class FuseOperations(pyfuse3.Operations):
             for taken, (name, node, size, next_position) in enumerate(batch):
                 if size == DIRECTORY:
                     entry = directories
+                elif size == UNRESOLVED:
+                    entry = unresolved
                 else:
                     entry = files
                     entry.st_size = size

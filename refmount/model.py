@@ -179,6 +179,16 @@ class ReferenceSet(Protocol):
         """
         ...
 
+    def skip_absent(self, grid: int, start: int, stop: int, *, load: bool) -> int:
+        """Return the first chunk index in ``[start, stop)`` not known to be absent (``stop``
+        when there is none), for listings that must not walk a sparse grid position by
+        position.
+
+        Without ``load``, never blocks (the index is present or not loaded yet). With ``load``
+        it may block on I/O, bounded: the index is present, or where the bounded work stopped.
+        """
+        ...
+
     def chunk(self, grid: int, index: int) -> Reference | None:
         """Return the reference of chunk ``index`` of grid number ``grid``, or ``None`` if absent.
 
@@ -204,6 +214,12 @@ class ReferenceSource(Protocol):
 
     def is_directory(self) -> bool:
         """Return True when the source is a directory (a Parquet reference set)."""
+        ...
+
+    def names(self, relative: str = "") -> list[str] | None:
+        """Return the names of the entries directly in directory ``relative`` below a directory
+        source (``[]`` when there is no such directory), or None when the store cannot list
+        directories."""
         ...
 
     def read(self, relative: str = "") -> bytes:

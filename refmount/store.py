@@ -619,6 +619,20 @@ class FsspecSource:
         except (OSError, ValueError):
             return False
 
+    def names(self, relative: str = "") -> list[str] | None:
+        """Return the names in directory ``relative`` below the source (``[]``: no such
+        directory); None over HTTP, which has no directory listings to trust."""
+        if _is_http(self._url.rsplit("::", 1)[-1]):
+            return None
+        path = f"{self._path.rstrip('/')}/{relative}" if relative else self._path
+        try:
+            entries = self._fs.ls(path, detail=False)
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, NotImplementedError):
+            return None
+        return [str(entry).rstrip("/").rpartition("/")[2] for entry in entries]
+
     def read(self, relative: str = "") -> bytes:
         """Return the bytes of the source, or of ``relative`` below it."""
         path = f"{self._path.rstrip('/')}/{relative}" if relative else self._path

@@ -86,6 +86,18 @@ class LeafChunks(NamedTuple):
     total: int
 
 
+class ChunkSpans(NamedTuple):
+    """Which chunks a directory's grid entries hold: from entry ``position`` on (counting from
+    0), ``total`` entries, entry ``position + k`` holding chunks ``first + k * span`` to
+    ``first + (k + 1) * span`` of grid ``grid`` (a chunk file holds itself: ``span`` 1)."""
+
+    grid: int
+    first: int
+    position: int
+    total: int
+    span: int
+
+
 class Entry(NamedTuple):
     """One directory entry: its name, inode, and whether it is a directory.
 
@@ -206,6 +218,18 @@ class _GridBlock:
             return self.inode(child_level, ravel([i or 0 for i in indices], grid.shape))
         value = canonical_index(name, count)
         return None if value is None else self.inode(child_level, first + value)
+
+    def span(self, level: int) -> int:
+        """Return how many chunks a node at ``level`` holds (1 for a chunk file)."""
+        grid = self.grid
+        if self.is_leaf(level):
+            return 1
+        if level < self.first_index_level:
+            return grid.count
+        span = 1
+        for extent in grid.shape[self.dimension(level) + 1 :]:
+            span *= extent
+        return span
 
     def chunk_index(self, level: int, index: int) -> int:
         """Return the chunk number of a leaf node (leaves are numbered in C order)."""
@@ -518,6 +542,24 @@ class Tree:
         if not block.is_leaf(child_level):
             return None
         return LeafChunks(block.grid_id, block.chunk_index(child_level, first), skip, count)
+
+    def chunk_spans(self, inode: Inode) -> ChunkSpans | None:
+        """Say which chunks each grid entry of a directory holds (a listing skips the entries
+        that hold no present chunk); None for a directory without grid entries."""
+        if self.is_static(inode):
+            block = self._blocks_by_owner.get(inode)
+            if block is None:
+                return None
+            level: int | None = None
+            index, skip = 0, self._child_count[inode]
+        else:
+            block, level, index = self._grid_node(inode)
+            if block.is_leaf(level):
+                return None
+            skip = 0
+        child_level, first, count = block.child_range(level, index)
+        span = block.span(child_level)
+        return ChunkSpans(block.grid_id, first * span, skip, count, span)
 
     def _grid_children(
         self, block: _GridBlock, level: int | None, index: int, start: int, offset: int

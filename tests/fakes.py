@@ -28,6 +28,10 @@ class LocalSource:
     def is_directory(self) -> bool:
         return self.path.is_dir()
 
+    def names(self, relative: str = "") -> list[str] | None:
+        directory = self.path / relative if relative else self.path
+        return sorted(p.name for p in directory.iterdir()) if directory.is_dir() else []
+
     def read(self, relative: str = "") -> bytes:
         self.reads.append(relative)
         target = self.path / relative if relative else self.path
@@ -135,6 +139,13 @@ class DictReferences:
                     reference.length if isinstance(reference, Range) else len(reference.data)
                 )
         return sizes
+
+    def skip_absent(self, grid: int, start: int, stop: int, *, load: bool) -> int:
+        if not self.loaded and not load:
+            return start
+        present = [i for i in self.chunks.get(grid, {}) if start <= i < stop]
+        present += [i for g, i in self.broken if g == grid and start <= i < stop]
+        return min(present, default=stop)
 
     def chunk_ranges(self, grid: int, start: int, stop: int) -> dict[str, ChunkRanges]:
         found: dict[str, ChunkRanges] = {}

@@ -76,6 +76,10 @@ class JsonReferenceSet:
         """Raise ``IndexError``: a JSON reference set has no chunk grids."""
         raise IndexError(f"{self._source} has no chunk grid {grid}")
 
+    def skip_absent(self, grid: int, start: int, stop: int, *, load: bool) -> int:
+        """Raise ``IndexError``: a JSON reference set has no chunk grids."""
+        raise IndexError(f"{self._source} has no chunk grid {grid}")
+
     def chunk(self, grid: int, index: int) -> Reference | None:
         """Raise ``IndexError``: a JSON reference set has no chunk grids."""
         raise IndexError(f"{self._source} has no chunk grid {grid}")

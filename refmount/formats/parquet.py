@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import base64
 import binascii
+import bisect
 import functools
 import json
 import logging
+import re
 import sys
 import threading
+from array import array as int_array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from refmount import urls
 from refmount.errors import ReferenceFormatError
 from refmount.formats import zarr_meta
 from refmount.formats.options import LoadOptions
+from refmount.formats.values import decode_base64
 from refmount.model import (
     ChunkGrid,
     ChunkRanges,
@@ -51,6 +54,11 @@ COLUMN_SETS: Final = (
 
 _BASE64: Final = b"base64:"
 
+SKIP_LOADS: Final = 64
+"""How many record files one ``skip_absent`` call reads at most (it says where it stopped)."""
+
+_RECORD_FILE: Final = re.compile(r"refs\.(0|[1-9][0-9]{0,19})\.parq")
+
 
 def _skipped(options: LoadOptions, error: ReferenceFormatError, message: str) -> None:
     """Hand a problem that ``skip_invalid`` lets pass to ``options.on_invalid``, else log it."""
@@ -64,6 +72,14 @@ def record_name(array: str, record: int) -> str:
     """Return the path, relative to the reference set, of ``array``'s record file ``record``."""
     name = f"refs.{record}.parq"
     return f"{array}/{name}" if array else name
+
+
+def record_directory(url: str, array: str) -> str:
+    """Return the directory that holds ``array``'s record files in the set at ``url``: what
+    relative paths in those files resolve against (GDAL's rule; for JSON, the same principle:
+    the file that holds the reference)."""
+    root = url.rsplit("::", 1)[-1].rstrip("/")
+    return _join(root, array) if array else root
 
 
 def load_parquet(source: ReferenceSource, options: LoadOptions) -> ParquetReferenceSet:
@@ -126,9 +142,10 @@ class ParquetReferenceSet:
     Explicit keys are the ``.zmetadata`` entries plus ``.zmetadata`` itself (the raw file).
     Every array in the metadata becomes a ``ChunkGrid``; chunk ``n`` of array ``a`` is row
     ``n % record_size`` of ``a/refs.{n // record_size}.parq``. Row semantics: ``raw`` not null
-    is inline bytes (``base64:`` decoded); otherwise a ``path`` with offset and size both 0 is
-    the whole target, any other ``path`` a byte range; a row with both null, a row of a record
-    file that does not exist and an index outside the grid are absent (``None``).
+    is inline bytes (``base64:`` decoded); otherwise a ``path`` with offset and size both 0, or
+    both null, is the whole target, any other ``path`` a byte range (a relative one resolved
+    against the record file's directory); a row with both null, a row of a record file that
+    does not exist and an index outside the grid are absent (``None``).
 
     Record files are parsed into compact pyarrow arrays and kept in a thread-safe LRU of at
     most ``options.record_cache`` records (record files found missing count as entries too);
@@ -154,14 +171,16 @@ class ParquetReferenceSet:
         self._explicit = explicit
         self._grids = tuple(grids)
         self._records = _RecordCache(max(1, options.record_cache), self._load_record)
-        base = source.base_url
         remote = options.remote_protocol
+        bases = [record_directory(source.url, grid.array) for grid in self._grids]
 
         @functools.lru_cache(maxsize=1024)
-        def resolve(path: str) -> str:
-            return sys.intern(urls.resolve(path, base, remote))
+        def resolve(grid: int, path: str) -> str:
+            return sys.intern(urls.resolve(path, bases[grid], remote))
 
-        self._resolve = resolve
+        self._resolvers = [functools.partial(resolve, grid) for grid in range(len(self._grids))]
+        self._existing: dict[int, int_array[int] | None] = {}
+        self._existing_lock = threading.Lock()
 
     @property
     def source(self) -> str:
@@ -191,6 +210,88 @@ class ParquetReferenceSet:
         """Return how many record files grid number ``grid`` spans."""
         return -(-self._grids[grid].count // self.record_size)
 
+    def existing_records(self, grid: int) -> Sequence[int] | None:
+        """Return, sorted, the numbers of grid ``grid``'s record files that exist, or None when
+        the source cannot list directories (plain HTTP). Lists the array's directory the first
+        time (may block), once whoever asks; names that are not record files, or whose number
+        is beyond the grid, are ignored."""
+        with self._existing_lock:
+            if grid in self._existing:
+                return self._existing[grid]
+            names = self._source.names(self._grids[grid].array)
+            numbers: int_array[int] | None = None
+            if names is not None:
+                total = self.records(grid)
+                found = set()
+                for name in names:
+                    match = _RECORD_FILE.fullmatch(name)
+                    if match is not None and int(match.group(1)) < total:
+                        found.add(int(match.group(1)))
+                numbers = int_array("q", sorted(found))
+            self._existing[grid] = numbers
+            return numbers
+
+    def record_numbers(self, grid: int) -> Sequence[int]:
+        """Return the numbers of the record files of grid ``grid`` that may exist, in order:
+        those listed, or every number when the source cannot list (may block)."""
+        existing = self.existing_records(grid)
+        return range(self.records(grid)) if existing is None else existing
+
+    def record_columns(self, grid: int, number: int) -> tuple[str, ...] | None:
+        """Return the columns of record file ``number`` of grid ``grid`` when it is loaded
+        (None: not loaded, or missing); never reads."""
+        _, record = self._records.peek((grid, number))
+        return None if record is None else record.columns
+
+    def record_name(self, grid: int, number: int) -> str:
+        """Return the full name of record file ``number`` of grid ``grid``, for messages."""
+        return _join(self._source.url, record_name(self._grids[grid].array, number))
+
+    def skip_absent(self, grid: int, start: int, stop: int, *, load: bool) -> int:
+        """Return the first index in ``[start, stop)`` not known to be absent (``stop``: none).
+
+        Without ``load`` nothing is read: the index returned is present, or in a record not
+        loaded yet. With ``load`` the directory of record files is listed (once) and records
+        are read as needed, at most ``SKIP_LOADS`` of them: the index returned is present, or
+        the first of the record where that budget ran out. Record files that do not exist
+        are jumped over, so the work is proportional to the record files that exist, never
+        to the grid.
+        """
+        stop = min(stop, self._grids[grid].count)
+        start = max(start, 0)
+        size = self.record_size
+        loads = 0
+        while start < stop:
+            number, row = divmod(start, size)
+            first = number * size
+            end = min(stop, first + size)
+            known, record = self._records.peek((grid, number))
+            if not known:
+                existing: Sequence[int] | None
+                if grid in self._existing:
+                    existing = self._existing[grid]
+                elif load:
+                    existing = self.existing_records(grid)
+                else:
+                    return start
+                if existing is not None:
+                    position = bisect.bisect_left(existing, number)
+                    if position == len(existing):
+                        return stop
+                    if existing[position] != number:
+                        start = max(start, existing[position] * size)
+                        continue
+                if not load or loads >= SKIP_LOADS:
+                    return start
+                loads += 1
+                record = self._records.get((grid, number))
+            if record is not None:
+                found = record.first_present(row, end - first)
+                if found is not None:
+                    return first + found
+            start = end
+        return stop
+
     def chunk_is_loaded(self, grid: int, index: int) -> bool:
         """Return True when ``chunk(grid, index)`` will answer without I/O."""
         if not 0 <= index < self._grids[grid].count:
@@ -209,7 +310,7 @@ class ParquetReferenceSet:
         record = self._records.get((grid, number))
         if record is None:
             return None
-        return record.reference(row, chunk_grid, index, self._resolve)
+        return record.reference(row, chunk_grid, index, self._resolvers[grid])
 
     def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
         """Return the sizes of chunks ``[start, stop)`` of one record, for listings; never blocks.
@@ -252,7 +353,8 @@ class ParquetReferenceSet:
                     ranges.offsets.append(offset)
                     ranges.lengths.append(length)
             start = end
-        return {self._resolve(path): ranges for path, ranges in found.items()}
+        resolve = self._resolvers[grid]
+        return {resolve(path): ranges for path, ranges in found.items()}
 
     def chunks_present(self, grid: int, start: int = 0, stop: int | None = None) -> Iterator[int]:
         """Yield, in order, the indices in ``[start, stop)`` whose rows hold a reference.
@@ -300,6 +402,11 @@ class ParquetReferenceSet:
 
     def _load_record(self, key: tuple[int, int]) -> _Record | None:
         grid, number = key
+        existing = self._existing.get(grid)
+        if existing is not None:  # listed already: a record file not listed is not read
+            position = bisect.bisect_left(existing, number)
+            if position == len(existing) or existing[position] != number:
+                return None
         relative = record_name(self._grids[grid].array, number)
         try:
             data = self._source.read(relative)
@@ -394,6 +501,7 @@ class _Record:
     size: Column | None
     raw: Column | None
     present: pa.BooleanArray | None  # None: every row is absent
+    columns: tuple[str, ...]  # the file's columns, as stored (pandas index columns left out)
     path_cells: _Cells | None = field(init=False)
     offset_cells: _Cells | None = field(init=False)
     size_cells: _Cells | None = field(init=False)
@@ -428,6 +536,10 @@ class _Record:
             return None
         if not isinstance(path, str) or not path:
             raise ReferenceFormatError(self.name, grid.key(index), f"path {path!r} is not a URL")
+        if _cell(self.offset, self.offset_cells, row) is None and (
+            _cell(self.size, self.size_cells, row) is None
+        ):
+            return Whole(resolve(path))  # GDAL's whole-file row (fsspec drops the key)
         offset = self._integer(self.offset, self.offset_cells, row, "offset", grid, index)
         size = self._integer(self.size, self.size_cells, row, "size", grid, index)
         url = resolve(path)
@@ -500,6 +612,17 @@ class _Record:
 
         hits = pc.indices_nonzero(self.present.slice(start, stop - start))
         return [start + row for row in cast(list[int], hits.to_pylist())]
+
+    def first_present(self, start: int, stop: int) -> int | None:
+        """Return the first row in ``[start, stop)``, clipped to the file, that is not null."""
+        stop = min(stop, self.rows)
+        present = self.present
+        if present is None or start >= stop:
+            return None
+        if present[start].as_py():  # the common case of a dense record: no scan
+            return start
+        rows = self.present_rows(start, stop)
+        return rows[0] if rows else None
 
     def nbytes(self) -> int:
         """Return the bytes held by the record's arrays."""
@@ -638,7 +761,7 @@ def _decode_raw(data: bytes, name: str, key: str) -> bytes:
     if not data.startswith(_BASE64):
         return data
     try:
-        return base64.b64decode(data[len(_BASE64) :])
+        return decode_base64(data[len(_BASE64) :])
     except binascii.Error as exc:
         raise ReferenceFormatError(name, key, f"bad base64 in raw: {exc}") from exc
 
@@ -745,7 +868,7 @@ def _decode_record(data: bytes, name: str) -> _Record:
         present = pc.or_(masks[0], masks[1])
     elif masks:
         present = masks[0]
-    return _Record(name, table.num_rows, path, offset, size, raw, present)
+    return _Record(name, table.num_rows, path, offset, size, raw, present, tuple(columns))
 
 
 def _compact_path(path: Column) -> Column:

@@ -45,6 +45,19 @@ def describe(value: object) -> str:
     return type(value).__name__
 
 
+_WHITESPACE = b" \t\n\r\v\f"
+
+
+def decode_base64(encoded: bytes) -> bytes:
+    """Return the bytes ``encoded`` (standard base64) spells.
+
+    Whitespace and line breaks are ignored, as fsspec's decoder ignores them; any other
+    character outside the base64 alphabet, or wrong padding, raises ``binascii.Error``
+    (fsspec drops such characters silently: ``base64:_`` would be served as empty).
+    """
+    return base64.b64decode(encoded.translate(None, _WHITESPACE), validate=True)
+
+
 def inline_text(text: str) -> Inline:
     """Return the bytes of a text value: ``base64:`` decoded, anything else UTF-8.
 
@@ -56,7 +69,7 @@ def inline_text(text: str) -> Inline:
         except UnicodeEncodeError as exc:
             raise ValueError(f"bad base64: not valid Unicode ({exc.reason})") from exc
         try:
-            return Inline(base64.b64decode(encoded))
+            return Inline(decode_base64(encoded))
         except binascii.Error as exc:
             raise ValueError(f"bad base64: {exc}") from exc
     try:

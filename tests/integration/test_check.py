@@ -89,3 +89,29 @@ def test_no_progress_for_a_small_set(tmp_path: Path) -> None:
     result = run("check", str(refs))
     assert result.returncode == 0
     assert result.stderr == ""
+
+
+def test_check_warns_of_a_parquet_record_file_without_the_raw_column(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "data.bin").write_bytes(b"0123456789")
+    root = tmp_path / "refs.parq"
+    (root / "x").mkdir(parents=True)
+    zarray = {"shape": [2], "chunks": [1], "dtype": "<u1", "compressor": None, "fill_value": 0}
+    zarray |= {"filters": None, "order": "C", "zarr_format": 2}
+    document = {"metadata": {".zgroup": {"zarr_format": 2}, "x/.zarray": zarray}}
+    (root / ".zmetadata").write_text(json.dumps({**document, "record_size": 2}))
+    table = pa.table(
+        {
+            "path": [str(tmp_path / "data.bin")] * 2,
+            "offset": pa.array([0, 5], pa.int64()),
+            "size": pa.array([5, 5], pa.int64()),
+        }
+    )
+    pq.write_table(table, str(root / "x" / "refs.0.parq"))
+    result = run("check", str(root))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "warnings    1" in result.stdout
+    assert f"{root}/x/refs.0.parq: columns are path, offset, size, not path" in result.stdout
+    assert "problems    none" in result.stdout

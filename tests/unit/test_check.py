@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from refmount.check import Summary, check_references, format_summary
@@ -181,8 +182,49 @@ def test_parquet_counts_present_chunks_by_scanning_records(tmp_path: Path) -> No
     assert (b.path, b.present) == ("b", 3)
     assert summary.ranges == 5
     assert summary.whole == 1
-    assert scanned[-1] == (27, 27)
-    assert len(scanned) == 5 + 1  # one call per record file, missing ones included
+    # one call per record file that exists (a's records 1 and 3 do not), at the end it reaches
+    assert scanned == [(5, 27), (15, 27), (24, 27), (27, 27)]
+
+
+def test_parquet_scan_reads_only_the_record_files_that_exist(tmp_path: Path) -> None:
+    # 10**18 chunk positions, 10**13 record positions; two record files exist
+    root = tmp_path / "sparse.parq"
+    metadata = {"s/.zarray": {"shape": [10**9, 10**9], "chunks": [1, 1], "dtype": "<u1"}}
+    last = 10**18 - 1
+    chunks: dict[str, dict[int, Any]] = {"s": {0: ["t.bin", 0, 1], last: ["t.bin", 1, 1]}}
+    write_parquet_set(root, metadata, chunks, record_size=100_000)
+    source = LocalSource(root)
+    summary = check(source)
+    assert summary.ok, summary.problems
+    assert summary.chunk_keys == 2
+    assert summary.ranges == 2
+    assert [read for read in source.reads if read.endswith(".parq")] == [
+        "s/refs.0.parq",  # the probe
+        "s/refs.0.parq",
+        f"s/refs.{last // 100_000}.parq",
+    ]
+
+
+def test_check_warns_of_a_record_file_without_every_column(tmp_path: Path) -> None:
+    root = tmp_path / "cols.parq"
+    metadata = {"a/.zarray": {"shape": [2], "chunks": [1], "dtype": "<u1"}}
+    write_parquet_set(root, metadata, {"a": {0: ["t.bin", 0, 1]}}, record_size=2)
+    record = root / "a" / "refs.0.parq"
+    table = pq.read_table(record).drop_columns(["raw"])
+    pq.write_table(table, record)
+    summary = check(LocalSource(root))
+    assert summary.ok  # a warning: the exit status stays what the mount would decide
+    assert summary.warnings == [
+        f"{record}: columns are path, offset, size, not path, offset, size, raw "
+        "(fsspec and refmount read it; other readers may not)"
+    ]
+    text = format_summary(summary)
+    assert "warnings    1" in text
+    assert summary.to_json()["warnings"] == summary.warnings
+
+
+def test_check_does_not_warn_of_a_record_file_with_every_column(tmp_path: Path) -> None:
+    assert check(parquet_set(tmp_path)).warnings == []
 
 
 def test_parquet_quick_skips_the_scan(tmp_path: Path) -> None:

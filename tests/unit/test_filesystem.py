@@ -238,6 +238,13 @@ async def test_corrupt_record_is_an_error_for_that_chunk_only() -> None:
     assert await read_all(fs, "x/0.1") == b"ab"
 
 
+async def test_a_corrupt_row_fails_the_listing_with_its_own_error() -> None:
+    fs, refs = grid_fs()
+    refs.broken.add((0, 0))
+    with pytest.raises(ReferenceFormatError, match="injected corruption"):  # not a group
+        await fs.readdir(await path_inode(fs, "x"), 0)
+
+
 async def test_readdir_streams_in_batches() -> None:
     count = READDIR_BATCH * 2 + 5
     grid = ChunkGrid("big", (count,), ".")
@@ -828,3 +835,130 @@ async def test_local_files_are_not_coalesced(tmp_path: Path) -> None:
             assert await read_chunk(fs, number) == expected(number)
         nursery.cancel_scope.cancel()
     assert spans(target) == [(i * CHUNK, (i + 1) * CHUNK) for i in range(4)]
+
+
+# --------------------------------------------------------------------- sparse Parquet grids
+
+HUGE = 10**18  # chunk positions: 10**13 record files of 100 000 rows could exist
+
+
+async def list_all(fs: RefFilesystem, inode: Inode) -> list[str]:
+    """List a directory to the end, as the kernel would, batch after batch."""
+    names: list[str] = []
+    position = 0
+    while batch := await fs.readdir(inode, position):
+        names += [name.decode() for name, _, _, _ in batch]
+        position = batch[-1][3]
+    return names[2:]  # . and ..
+
+
+def sparse_parquet(tmp_path: Path, chunks: dict[str, dict[int, list[object]]]) -> RefFilesystem:
+    """A Parquet set with array ``flat`` (10**18 chunks, "."), ``nested`` (10**9 x 10**9,
+    "/") and ``empty`` (10**18 chunks, no record file), holding the given ``chunks``."""
+    from refmount.formats.options import LoadOptions
+    from refmount.formats.parquet import load_parquet
+    from tests.fakes import LocalSource
+    from tests.unit.formats.test_parquet import write_parquet_set, zarray
+
+    root = tmp_path / "sparse.parq"
+    metadata = {
+        "flat/.zarray": zarray([HUGE], [1]),
+        "nested/.zarray": zarray([10**9, 10**9], [1, 1], dimension_separator="/"),
+        "empty/.zarray": zarray([HUGE], [1]),
+    }
+    write_parquet_set(root, metadata, chunks, 100_000)
+    source = LocalSource(root)
+    references = load_parquet(source, LoadOptions())
+    tree = Tree.build(references.keys(), references.grids, source=references.source)
+    reader = Reader(MemoryTarget(objects={"mem://d": DATA}), ReadConfig())
+    owner = Owner(uid=1234, gid=5678)
+    return RefFilesystem(tree, references, reader, owner=owner, mtime_ns=MTIME_NS)
+
+
+async def test_a_sparse_grid_lists_what_is_present_not_the_grid(tmp_path: Path) -> None:
+    last = HUGE - 1
+    middle = 10**9 * 123_456 + 7  # nested/123456/7
+    fs = sparse_parquet(
+        tmp_path,
+        {
+            "flat": {0: ["mem://d", 0, 1], 5 * 10**11: ["mem://d", 1, 2], last: ["mem://d", 2, 3]},
+            "nested": {middle: ["mem://d", 0, 4], last: ["mem://d", 0, 5]},
+        },
+    )
+    with trio.fail_after(60):  # a listing that walked the grid would never end
+        flat = await path_inode(fs, "flat")
+        assert await list_all(fs, flat) == [".zarray", "0", str(5 * 10**11), str(last)]
+        assert await list_all(fs, await path_inode(fs, "empty")) == [".zarray"]
+        nested = await path_inode(fs, "nested")
+        assert await list_all(fs, nested) == [".zarray", "123456", str(10**9 - 1)]
+        directory = await path_inode(fs, "nested/123456")
+        assert await list_all(fs, directory) == ["7"]
+        assert await read_all(fs, "nested/123456/7") == DATA[:4]
+        assert await read_all(fs, f"flat/{last}") == DATA[2:5]
+        # absent names stay cheap to look up: one missing record file, no listing
+        assert await fs.lookup(flat, str(10**17)) is None
+        assert await fs.lookup(nested, "5") is not None  # a directory of the grid, empty
+        assert await list_all(fs, await path_inode(fs, "nested/5")) == []
+
+
+async def test_a_grid_whose_records_are_all_null_lists_nothing(tmp_path: Path) -> None:
+    rows = dict.fromkeys(range(0, 3 * 10**5, 7))  # three record files of null rows
+    fs = sparse_parquet(tmp_path, {"flat": rows})  # type: ignore[dict-item]
+    with trio.fail_after(60):
+        assert await list_all(fs, await path_inode(fs, "flat")) == [".zarray"]
+
+
+async def test_a_dense_grid_still_lists_in_full_batches(tmp_path: Path) -> None:
+    rows: dict[int, list[object]] = {index: ["mem://d", index % 40, 1] for index in range(1000)}
+    fs = sparse_parquet(tmp_path, {"flat": rows})
+    flat = await path_inode(fs, "flat")
+    first = await fs.readdir(flat, 0)
+    assert len(first) == READDIR_BATCH
+    assert await list_all(fs, flat) == [".zarray"] + [str(i) for i in range(1000)]
+
+
+async def test_a_target_without_a_size_does_not_fail_its_listing() -> None:
+    refs = DictReferences(
+        explicit={
+            "d/a": Whole("mem://d"),
+            "d/b": Whole("mem://gone"),
+            "d/c": Range("mem://d", 0, 5),
+            "d/e": Whole("mem://refused"),
+        }
+    )
+    target = MemoryTarget(objects={"mem://d": DATA}, failing={"mem://gone", "mem://refused"})
+    fs, _ = make_fs(refs, target)
+    directory = await path_inode(fs, "d")
+    listing = (await fs.readdir(directory, 0))[2:]
+    assert [(name, size) for name, _, size, _ in listing] == [
+        (b"a", len(DATA)),
+        (b"b", filesystem.UNRESOLVED),
+        (b"c", 5),
+        (b"e", filesystem.UNRESOLVED),
+    ]
+    gone = listing[1][1]
+    with pytest.raises(TargetError) as caught:
+        await fs.getattr(gone)
+    assert caught.value.errno == errno.EIO
+    with pytest.raises(TargetError):
+        await fs.open(gone, os.O_RDONLY)
+    assert await read_all(fs, "d/a") == DATA
+    target.failing.discard("mem://gone")  # the target answers now: so does getattr
+    target.objects["mem://gone"] = b"back"
+    assert (await fs.getattr(gone)).size == 4
+
+
+async def test_a_whole_file_chunk_without_a_size_does_not_fail_its_listing() -> None:
+    grid = ChunkGrid("x", (3,), ".")
+    refs = DictReferences(
+        explicit={"x/.zarray": Inline(b"{}")},
+        grid_list=[grid],
+        chunks={0: {0: Whole("mem://gone"), 2: Whole("mem://d")}},
+    )
+    fs, _ = make_fs(refs, MemoryTarget(objects={"mem://d": DATA}, failing={"mem://gone"}))
+    listing = (await fs.readdir(await path_inode(fs, "x"), 0))[2:]
+    assert [(name, size) for name, _, size, _ in listing] == [
+        (b".zarray", 2),
+        (b"0", filesystem.UNRESOLVED),
+        (b"2", len(DATA)),
+    ]

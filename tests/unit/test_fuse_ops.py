@@ -13,7 +13,7 @@ import pytest
 from refmount.config import ReadConfig
 from refmount.filesystem import Owner, RefFilesystem
 from refmount.fuse_ops import FuseOperations
-from refmount.model import Inline
+from refmount.model import Inline, Whole
 from refmount.reader import Reader
 from refmount.stats import STATS_FILE
 from refmount.tree import Tree
@@ -136,6 +136,34 @@ async def test_listed_attributes_are_those_getattr_gives(
         assert got == tuple(getattr(entry, field) for field in fields), name
     assert listed[b"g"][3:5] == (513, 2)
     assert listed[b"c"][1] != listed[b"e"][1]
+
+
+async def test_an_entry_of_unknown_size_is_listed_for_the_kernel_not_to_keep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    refs = DictReferences(
+        explicit={"d/gone": Whole("mem://gone"), "d/good": Whole("mem://d"), "d/i": Inline(b"i")}
+    )
+    target = MemoryTarget(objects={"mem://d": b"data"}, failing={"mem://gone"})
+    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
+    fs = RefFilesystem(tree, refs, Reader(target, ReadConfig()), owner=Owner(1, 1), mtime_ns=7)
+    ops = FuseOperations(fs, timeout=5.0)
+    listed: dict[bytes, tuple[int, float, float]] = {}
+
+    def readdir_reply(token: object, name: bytes, attributes: object, next_id: int) -> bool:
+        entry = cast(pyfuse3.EntryAttributes, attributes)
+        listed[name] = (entry.st_size, entry.entry_timeout, entry.attr_timeout)
+        return True
+
+    monkeypatch.setattr(pyfuse3, "readdir_reply", readdir_reply)
+    directory = (await ops.lookup(pyfuse3.InodeT(1), pyfuse3.FileNameT(b"d"), CONTEXT)).st_ino
+    await ops.readdir(pyfuse3.FileHandleT(directory), 0, cast(pyfuse3.ReaddirToken, None))
+    assert listed[b"gone"] == (0, 0.0, 0.0)
+    assert listed[b"good"] == (4, 5.0, 5.0)
+    assert listed[b"i"] == (1, 5.0, 5.0)  # the reply object is not left with zero timeouts
+    with pytest.raises(pyfuse3.FUSEError) as raised:
+        await ops.lookup(directory, pyfuse3.FileNameT(b"gone"), CONTEXT)
+    assert raised.value.errno == errno.EIO
 
 
 async def test_flush_is_declined_once_for_the_whole_connection() -> None:

@@ -218,6 +218,17 @@ def test_reference_source_over_local_files(tmp_path: Path) -> None:
     assert source.mtime() == pytest.approx((tmp_path / "refs.parq" / ".zmetadata").stat().st_mtime)
 
 
+def test_reference_source_lists_names_where_the_store_can(tmp_path: Path) -> None:
+    (tmp_path / "refs.parq" / "x").mkdir(parents=True)
+    (tmp_path / "refs.parq" / "x" / "refs.0.parq").write_bytes(b"")
+    (tmp_path / "refs.parq" / "x" / "refs.7.parq").write_bytes(b"")
+    source = FsspecSource(str(tmp_path / "refs.parq"))
+    assert sorted(source.names("x") or []) == ["refs.0.parq", "refs.7.parq"]
+    assert sorted(source.names() or []) == ["x"]
+    assert source.names("missing") == []
+    assert FsspecSource("http://127.0.0.1:9/refs.parq").names("x") is None  # never asked
+
+
 # ------------------------------------------------------------------ per-host options
 
 

@@ -191,6 +191,36 @@ def test_leaf_chunks_say_which_chunk_each_listed_position_is() -> None:
         assert tree.leaf_chunks(walk(tree, path) if path else ROOT_INODE) is None, path
 
 
+def test_chunk_spans_say_which_chunks_each_grid_entry_holds() -> None:
+    nested = ChunkGrid("deep/y", (2, 2, 3), "/")
+    v3 = ChunkGrid("z", (4,), "/", prefix="c")
+    dotted = ChunkGrid("x", (2, 3), ".")
+    tree = Tree.build(
+        ["deep/y/.zarray", "z/zarr.json", "x/.zarray"], [nested, v3, dotted], source="refs.parq"
+    )
+    spans = {
+        path: tree.chunk_spans(walk(tree, path))
+        for path in ("deep/y", "deep/y/1", "deep/y/1/0", "z", "z/c", "x")
+    }
+    assert spans == {
+        "deep/y": (0, 0, 1, 2, 6),  # grid, first chunk, position, entries, chunks per entry
+        "deep/y/1": (0, 6, 0, 2, 3),
+        "deep/y/1/0": (0, 6, 0, 3, 1),
+        "z": (1, 0, 1, 1, 4),  # the prefix directory holds every chunk
+        "z/c": (1, 0, 0, 4, 1),
+        "x": (2, 0, 1, 6, 1),
+    }
+    for path, found in spans.items():  # entry k holds the chunks its files are
+        assert found is not None
+        directory = walk(tree, path)
+        for entry, position in tree.children(directory):
+            if position > found.position and not entry.is_dir:
+                k = position - 1 - found.position
+                assert tree.file_source(entry.inode) == GridChunk(found.grid, found.first + k)
+    assert tree.chunk_spans(ROOT_INODE) is None
+    assert tree.chunk_spans(walk(tree, "deep")) is None
+
+
 def runs(tree: Tree, inode: Inode, start: int, most: int) -> list[tuple[str, int, bool, bool]]:
     """Every entry ``child_run`` gives from ``start`` on, ``most`` at a time."""
     out: list[tuple[str, int, bool, bool]] = []

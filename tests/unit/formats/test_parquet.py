@@ -8,6 +8,7 @@ import logging
 import math
 import threading
 import time
+from array import array as int_array
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,7 +23,12 @@ import ujson
 from refmount.errors import ReferenceFormatError
 from refmount.formats import parquet
 from refmount.formats.options import LoadOptions
-from refmount.formats.parquet import ParquetReferenceSet, load_parquet
+from refmount.formats.parquet import (
+    SKIP_LOADS,
+    ParquetReferenceSet,
+    load_parquet,
+    record_directory,
+)
 from refmount.model import (
     ROOT_INODE,
     ChunkGrid,
@@ -511,7 +517,7 @@ def test_path_encodings_with_nulls(tmp_path: Path, target: str, path_type: str) 
 
 def test_chunk_ranges_give_the_loaded_range_chunks_per_target(tmp_path: Path, target: str) -> None:
     root = tmp_path / "ranges.parq"
-    other = "other.bin"  # a relative path: resolved against the set's directory
+    other = "other.bin"  # a relative path: resolved against the record file's directory
     rows: dict[int, RefValue] = {0: [target, 0, 1], 2: [other, 2, 3], 3: "abc"}
     rows |= {4: [target, 0, 0], 5: [target, 9, 2]}
     chunks = {"a": {record * 6 + row: value for record in (0, 1) for row, value in rows.items()}}
@@ -771,14 +777,38 @@ def test_unusable_pandas_metadata_names_no_index_column(
     assert references.chunk(0, 0) == Range(target, 0, 3)
 
 
-def test_relative_paths_resolve_against_the_reference_directory(tmp_path: Path) -> None:
+def test_relative_paths_resolve_against_the_record_files_directory(tmp_path: Path) -> None:
     root = tmp_path / "rel.parq"
-    chunks: dict[str, dict[int, RefValue]] = {"a": {0: ["data.bin", 0, 1], 1: ["bucket/k", 0, 1]}}
-    write_parquet_set(root, {"a/.zarray": zarray([2], [1])}, chunks, 2)
+    chunks: dict[str, dict[int, RefValue]] = {
+        "a": {0: ["data.bin", 0, 1], 1: ["bucket/k", 0, 1], 2: ["../../up.bin", 0, 1]},
+        "deep/s": {0: ["../x.bin", 0, 1], 1: ["./sub/y.bin", 0, 1]},
+    }
+    metadata = {"a/.zarray": zarray([3], [1]), "deep/s/.zarray": zarray([2], [1])}
+    write_parquet_set(root, metadata, chunks, 3)
     local = load_parquet(LocalSource(root), LoadOptions())
-    assert local.chunk(0, 0) == Range(str(tmp_path / "data.bin"), 0, 1)
+    assert local.chunk(0, 0) == Range(str(root / "a" / "data.bin"), 0, 1)
+    assert local.chunk(0, 2) == Range(str(tmp_path / "up.bin"), 0, 1)
+    assert local.chunk(1, 0) == Range(str(root / "deep" / "x.bin"), 0, 1)
+    assert local.chunk(1, 1) == Range(str(root / "deep" / "s" / "sub" / "y.bin"), 0, 1)
+    assert local.chunk_ranges(1, 0, 2) == {
+        str(root / "deep" / "x.bin"): ChunkRanges([0], [1]),
+        str(root / "deep" / "s" / "sub" / "y.bin"): ChunkRanges([0], [1]),
+    }
     remote = load_parquet(LocalSource(root), LoadOptions(remote_protocol="s3"))
     assert remote.chunk(0, 1) == Range("s3://bucket/k", 0, 1)
+
+
+@pytest.mark.parametrize(
+    ("url", "array", "directory"),
+    [
+        ("/data/refs.parq", "a", "/data/refs.parq/a"),
+        ("/data/refs.parq/", "deep/s", "/data/refs.parq/deep/s"),
+        ("https://h/x/refs.parq", "a", "https://h/x/refs.parq/a"),
+        ("simplecache::s3://b/refs.parq", "", "s3://b/refs.parq"),
+    ],
+)
+def test_record_directory(url: str, array: str, directory: str) -> None:
+    assert record_directory(url, array) == directory
 
 
 def test_urls_are_interned(cat_parq: Store) -> None:
@@ -1227,6 +1257,49 @@ def test_null_offset_on_a_path_row(tmp_path: Path, target: str) -> None:
         references.chunk(0, 0)
 
 
+@pytest.mark.parametrize("kind", [pa.int64(), pa.null()])
+def test_null_offset_and_size_on_a_path_row_is_the_whole_file(
+    tmp_path: Path, target: str, kind: pa.DataType
+) -> None:
+    root = tmp_path / "nullboth.parq"
+    write_parquet_set(root, {"a/.zarray": zarray([3], [1])}, {}, 3)
+    table = pa.table(
+        {
+            "path": pa.array([target, "rel.bin", None]),
+            "offset": pa.array([None, None, None], kind),
+            "size": pa.array([None, None, None], kind),
+            "raw": pa.nulls(3, pa.binary()),
+        }
+    )
+    write_table(root / "a" / "refs.0.parq", table)
+    references = load_parquet(LocalSource(root), LoadOptions())
+    assert references.chunk(0, 0) == Whole(target)
+    assert references.chunk(0, 1) == Whole(str(root / "a" / "rel.bin"))
+    assert references.chunk(0, 2) is None
+    assert references.chunk_sizes(0, 0, 3) == [None, None, -1]  # a whole file: ask the target
+    assert references.chunk_ranges(0, 0, 3) == {}
+    assert list(references.chunks_present(0)) == [0, 1]
+
+
+@pytest.mark.parametrize("raw", [b"base64:_", b"base64:QU!JD", b"base64:aGVs\xc3\xa9bG8="])
+def test_raw_base64_outside_the_alphabet_is_refused(tmp_path: Path, raw: bytes) -> None:
+    root = tmp_path / "b64alphabet.parq"
+    write_parquet_set(root, {"a/.zarray": zarray([1], [1])}, {}, 1)
+    write_table(root / "a" / "refs.0.parq", pa.table({"raw": pa.array([raw], pa.binary())}))
+    references = load_parquet(LocalSource(root), LoadOptions())
+    with pytest.raises(ReferenceFormatError, match="bad base64") as caught:
+        references.chunk(0, 0)
+    assert caught.value.key == "a/0"
+
+
+def test_raw_base64_ignores_line_breaks(tmp_path: Path) -> None:
+    root = tmp_path / "b64lines.parq"
+    write_parquet_set(root, {"a/.zarray": zarray([1], [1])}, {}, 1)
+    raw = pa.array([b"base64:aGVs\r\nbG8=\n"], pa.binary())
+    write_table(root / "a" / "refs.0.parq", pa.table({"raw": raw}))
+    assert load_parquet(LocalSource(root), LoadOptions()).chunk(0, 0) == Inline(b"hello")
+
+
 def test_bad_base64_raw(tmp_path: Path) -> None:
     root = tmp_path / "b64bad.parq"
     write_parquet_set(root, {"a/.zarray": zarray([1], [1])}, {}, 1)
@@ -1279,3 +1352,69 @@ def test_cells_read_each_row_as_pyarrow_does(column: int, start: int) -> None:
         if cells.values is not None:
             assert cells.value(row) == value, row
     assert (cells.values is None) == pa.types.is_binary(array.type)
+
+
+# ----------------------------------------------------------------------------- sparse grids
+
+
+class UnlistableSource(LocalSource):
+    """A LocalSource that cannot list directories, like a plain HTTP server."""
+
+    def names(self, relative: str = "") -> list[str] | None:
+        return None
+
+
+def test_skip_absent_jumps_over_record_files_that_do_not_exist(tmp_path: Path) -> None:
+    root = tmp_path / "sparse.parq"
+    huge = 10**18
+    chunks: dict[str, dict[int, RefValue]] = {"a": {7: ["t.bin", 0, 1], huge - 2: "x"}}
+    write_parquet_set(root, {"a/.zarray": zarray([huge], [1])}, chunks, 1000)
+    source = LocalSource(root)
+    references = load_parquet(source, LoadOptions())
+    source.reads.clear()
+    assert references.skip_absent(0, 0, huge, load=False) == 0  # nothing known: no I/O
+    assert source.reads == []
+    assert references.skip_absent(0, 0, huge, load=True) == 7
+    assert references.skip_absent(0, 0, huge, load=False) == 7  # now known without I/O
+    assert references.skip_absent(0, 8, huge, load=True) == huge - 2
+    assert references.skip_absent(0, huge - 1, huge, load=True) == huge
+    assert references.skip_absent(0, 8, 10**17, load=True) == 10**17
+    assert references.existing_records(0) == int_array("q", [0, (huge - 2) // 1000])
+    assert source.reads == ["a/refs.0.parq", f"a/refs.{(huge - 2) // 1000}.parq"]
+
+
+def test_once_listed_a_record_file_that_does_not_exist_is_not_read(tmp_path: Path) -> None:
+    root = tmp_path / "listed.parq"
+    chunks: dict[str, dict[int, RefValue]] = {"a": {0: "x"}}
+    write_parquet_set(root, {"a/.zarray": zarray([10**6], [1])}, chunks, 10)
+    source = LocalSource(root)
+    references = load_parquet(source, LoadOptions())
+    source.reads.clear()
+    assert references.chunk(0, 55) is None
+    assert source.reads == ["a/refs.5.parq"]  # not listed yet: tried
+    references.existing_records(0)
+    assert [references.chunk(0, index) for index in (77, 10**6 - 1)] == [None, None]
+    assert source.reads == ["a/refs.5.parq"]
+    assert references.chunk(0, 0) == Inline(b"x")
+
+
+def test_skip_absent_reads_a_bounded_number_of_records_when_it_cannot_list(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "unlisted.parq"
+    chunks: dict[str, dict[int, RefValue]] = {"a": {10**6: "x"}}
+    write_parquet_set(root, {"a/.zarray": zarray([10**9], [1])}, chunks, 10)
+    references = load_parquet(UnlistableSource(root), LoadOptions())
+    assert references.existing_records(0) is None
+    assert references.skip_absent(0, 0, 10**9, load=True) == SKIP_LOADS * 10
+    assert references.record_numbers(0) == range(10**8)
+
+
+def test_existing_records_ignore_other_names(tmp_path: Path) -> None:
+    root = tmp_path / "names.parq"
+    chunks: dict[str, dict[int, RefValue]] = {"a": {0: "x", 25: "y"}}
+    write_parquet_set(root, {"a/.zarray": zarray([30], [1])}, chunks, 10)
+    for name in ("refs.01.parq", "refs.9.parq", "refs.-1.parq", "refs.1.parquet", "other"):
+        (root / "a" / name).write_bytes(b"")
+    references = load_parquet(LocalSource(root), LoadOptions())
+    assert list(references.existing_records(0) or []) == [0, 2]

@@ -49,6 +49,10 @@ class MemorySource:
     def is_directory(self) -> bool:
         return self.directory
 
+    def names(self, relative: str = "") -> list[str] | None:
+        below = f"{relative}/" if relative else ""
+        return sorted({k[len(below) :].split("/")[0] for k in self.files if k.startswith(below)})
+
     def read(self, relative: str = "") -> bytes:
         try:
             return self.files[relative]

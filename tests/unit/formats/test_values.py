@@ -69,10 +69,19 @@ def test_base64_is_decoded_and_sized_by_decoded_length() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["base64:aGVs bG8=", "base64:aGVs\nbG8=", "base64:aGVsbG8=\n", "base64:aGVs\u00e9bG8="],
+    ["base64:aGVs bG8=", "base64:aGVs\nbG8=", "base64:aGVsbG8=\n", "base64:aGVs\r\n\tbG8="],
 )
-def test_base64_decoding_is_not_strict(text: str) -> None:
-    assert parse(text) == Inline(b"hello")  # J03b: characters outside the alphabet are dropped
+def test_base64_ignores_whitespace_and_line_breaks(text: str) -> None:
+    assert parse(text) == Inline(b"hello")  # J03b: as fsspec's decoder does
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["base64:_", "base64:aGVs\u00e9bG8=", "base64:QU!JD", "base64:aGVs-bG8=", "base64:a\x00A=="],
+)
+def test_base64_refuses_characters_outside_the_alphabet(text: str) -> None:
+    # fsspec drops them ("base64:_" would be served as an empty file)
+    assert problem_of(text).startswith("bad base64")
 
 
 @pytest.mark.parametrize("text", ["base64:aGVsbG8", "base64:a", "base64:aGVsb"])
