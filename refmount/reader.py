@@ -218,7 +218,9 @@ class Reader:
     cache: the kernel's page cache holds those bytes and answers the next reads of them.
     Every fetch must return exactly the bytes asked for: a shorter answer is retried and then
     a ``ShortReadError``, never padded; a longer one means the server ignored the range.
-    Each request is bounded by ``retry.timeout`` and retried as ``retry`` says. A read the
+    Each request is bounded by ``retry.timeout`` and retried as ``retry`` says; a range
+    whose read failed fails again at once for ``FAILED_RANGE_SECONDS`` (``RecentFailures``),
+    so the kernel's second ask after a failed readahead costs no second round. A read the
     target can answer at once (``read_now``) skips all of that and the cache. Runs on the
     event loop thread only.
 

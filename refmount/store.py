@@ -3,11 +3,13 @@ the local-root check, the trio↔asyncio bridge, error classification, and the r
 
 Async filesystems (HTTP, S3 …) run on fsspec's own asyncio loop thread; trio awaits their
 results through ``_wait_for_future`` without a thread per request, at most
-``connections_per_host`` at a time per host. Plain local files are read through descriptors
-kept open (``LocalFiles``: from the page cache on the loop's thread, else in a worker thread);
-other blocking filesystems run in worker threads. All worker threads are bounded by one
-``trio.CapacityLimiter``. Every failure leaves as ``RemoteError``, marked
-retryable or not; retrying is the reader's business.
+``connections_per_host`` at a time per host. HTTP(S) and S3 ranges are read as a stream and
+never past one byte after the range, never inflated (``_bounded_http_range``,
+``_bounded_s3_range``): no answer makes the daemon hold more than it asked for. Plain
+local files are read through descriptors kept open (``LocalFiles``: from the page cache on
+the loop's thread, else in a worker thread); other blocking filesystems run in worker
+threads. All worker threads are bounded by one ``trio.CapacityLimiter``. Every failure
+leaves as ``RemoteError``, marked retryable or not; retrying is the reader's business.
 
 Storage options may be keyed by URL prefix (``https://host``); each (protocol, option key)
 gets its own filesystem instance, so credentials meant for one host never reach another.
