@@ -182,7 +182,8 @@ def test_a_transfer_slower_than_the_timeout_is_eio(tmp_path: Path, server: Range
         assert isinstance(reader.outcome, OSError), "the slow transfer was not cut off"
         assert reader.outcome.errno == errno.EIO
         assert reader.finished - started < 2 * bound + SLACK
-        assert server.count("GET") >= retries + 1
+        # the retry may time out before a loaded server has recorded it: the log counts them
+        assert server.count("GET") >= 1
         assert_alive(mount)
         server.throttle_bytes_per_second = None
         time.sleep(FAILED_RANGE_SECONDS)
@@ -190,3 +191,4 @@ def test_a_transfer_slower_than_the_timeout_is_eio(tmp_path: Path, server: Range
     lines = [line for line in mount.log_text().splitlines() if "'c/0'" in line and "ERROR" in line]
     assert lines, mount.log_text()[-3000:]
     assert "0.5 s" in lines[0]
+    assert f"after {retries + 1} attempts" in lines[0]
