@@ -602,7 +602,8 @@ async def _bounded_http_range(
 
     Asks for ``Accept-Encoding: identity`` and never inflates: an answer with another
     ``Content-Encoding`` is refused, as is one whose ``Content-Length`` exceeds the range,
-    before its body is read. The body is read as a stream up to one byte past the range
+    before its body is read, and so is a 200 (the whole object) to a range that does not
+    start at 0. The body is read as a stream up to one byte past the range
     (that byte proves the range was ignored) and the connection is dropped there.
     """
     options = dict(getattr(fs, "kwargs", {}))
@@ -631,6 +632,8 @@ async def _bounded_http_range(
         announced = response.headers.get("Content-Length", "")
         if announced.isdigit() and int(announced) > expected:
             raise _refused(url, _ignored_range(response.status, f"{announced} bytes", expected))
+        if response.status == 200 and start > 0:  # the object from its byte 0: wrong bytes
+            raise _refused(url, _ignored_range(200, "the object from its start", expected))
         data = await _read_at_most(response.content.read, expected + 1)
         if len(data) > expected:
             response.close()  # the rest is never read: drop the connection
@@ -658,12 +661,14 @@ async def _bounded_s3_range(
     )
     body = answer["Body"]
     expected = end - start
+    status = answer.get("ResponseMetadata", {}).get("HTTPStatusCode", 206)
     try:
+        if status == 200 and start > 0:  # the object from its byte 0: wrong bytes
+            raise _refused(url, _ignored_range(200, "the object from its start", expected))
         data = await _read_at_most(body.read, expected + 1)
     finally:
         body.close()
     if len(data) > expected:
-        status = answer.get("ResponseMetadata", {}).get("HTTPStatusCode", 200)
         raise _refused(url, _ignored_range(status, "more bytes", expected))
     return data
 

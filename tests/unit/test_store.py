@@ -603,6 +603,10 @@ async def test_a_whole_object_from_a_server_that_ignores_range_is_still_read() -
         assert await store.read_range(url, 0, len(RANGE_DATA)) == RANGE_DATA
         with pytest.raises(RemoteError, match="ignored the Range request"):
             await store.read_range(url, 0, 100)
+        http_server_short = RANGE_DATA[: len(RANGE_DATA) - 10]
+        server.add("short", http_server_short)
+        with pytest.raises(RemoteError, match="answered HTTP 200 with the object from its start"):
+            await store.read_range(server.url_for("short"), 10, len(RANGE_DATA))
 
 
 async def test_a_body_stalled_half_way_is_ended_by_the_caller_deadline() -> None:
