@@ -16,6 +16,7 @@
         ├── TargetReadError             the target failed (cause chained)
         ├── TargetChangedError          the target changed since its first use
         ├── TargetAccessError           EACCES, the target may not be read by this mount
+        ├── RecentFailureError          the same range failed less than a second ago
         └── ShortReadError              the target returned fewer bytes than declared
 """
 
@@ -140,6 +141,19 @@ class TargetAccessError(TargetError):
     """The target may not be read by this mount (a local file outside ``--local-root``)."""
 
     errno = errno_codes.EACCES
+
+
+class RecentFailureError(TargetError):
+    """The range asked for lies in one whose read failed a moment ago; not asked again.
+
+    It carries the errno of that failure; being a repeat of an error already reported, it
+    is logged at debug level only.
+    """
+
+    def __init__(self, key: str, failure: TargetError) -> None:
+        super().__init__(key, failure.url, f"failed a moment ago: {failure.problem}")
+        self.errno = failure.errno
+        self.failure = failure
 
 
 class ShortReadError(TargetError):

@@ -21,7 +21,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import pyfuse3
 
-from refmount.errors import FilesystemError, RefmountError
+from refmount.errors import FilesystemError, RecentFailureError, RefmountError
 from refmount.filesystem import BLOCK_SIZE, DIRECTORY, UNRESOLVED, Attributes, RefFilesystem
 from refmount.model import FileHandle, Inode
 
@@ -55,6 +55,10 @@ def _boundary(
             raise
         except FilesystemError as error:
             failure = error.errno
+            raise pyfuse3.FUSEError(error.errno) from None
+        except RecentFailureError as error:  # its first failure was logged
+            failure = error.errno
+            log.debug("%s failed: %s", name, error)
             raise pyfuse3.FUSEError(error.errno) from None
         except RefmountError as error:
             failure = error.errno

@@ -15,6 +15,7 @@ import trio
 from refmount.cache import ByteCache, Data
 from refmount.config import ReadConfig, RetryConfig
 from refmount.errors import (
+    RecentFailureError,
     RemoteAccessError,
     RemoteChangedError,
     RemoteError,
@@ -43,6 +44,11 @@ FIRST_BYTES_ENTRY = 256 * 1024
 
 PARTLY_SERVED = 4096
 """How many cached entries served in part the reader follows (the least recently served go)."""
+
+FAILED_RANGE_SECONDS = 1.0
+"""How long a range whose read failed (after its retries) fails again at once..."""
+FAILED_RANGES = 256
+"""...and how many such ranges are remembered (the oldest go)."""
 
 
 class Target(Protocol):
@@ -153,6 +159,40 @@ class SingleFlight(Generic[T]):
             flight.done.set()
 
 
+class RecentFailures:
+    """Target ranges whose reads failed lately, each remembered for ``seconds``.
+
+    When a read ahead of the kernel fails, the kernel asks again at once for the page the
+    program wants: a range of the failed one. Answering that from here makes one ``read()``
+    cost one round of retries and one log line. At most ``capacity`` ranges are kept.
+    """
+
+    def __init__(self, seconds: float, capacity: int, clock: Callable[[], float]) -> None:
+        self._seconds = seconds
+        self._capacity = capacity
+        self._clock = clock
+        self._failed: dict[tuple[str, int, int], tuple[float, TargetError]] = {}
+
+    def remember(self, url: str, start: int, end: int, error: TargetError) -> None:
+        """Note that ``[start, end)`` of ``url`` failed with ``error`` just now."""
+        self._failed.pop((url, start, end), None)
+        self._failed[(url, start, end)] = (self._clock() + self._seconds, error)
+        if len(self._failed) > self._capacity:
+            del self._failed[next(iter(self._failed))]
+
+    def covering(self, url: str, start: int, end: int) -> TargetError | None:
+        """Return the error of a recent failure of a range holding ``[start, end)``."""
+        if not self._failed:
+            return None
+        now = self._clock()
+        for (failed_url, first, last), (until, error) in list(self._failed.items()):
+            if until <= now:
+                del self._failed[(failed_url, first, last)]
+            elif failed_url == url and first <= start and end <= last:
+                return error
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class ReaderStatistics:
     """Counters of the read path."""
@@ -178,7 +218,9 @@ class Reader:
     cache: the kernel's page cache holds those bytes and answers the next reads of them.
     Every fetch must return exactly the bytes asked for: a shorter answer is retried and then
     a ``ShortReadError``, never padded; a longer one means the server ignored the range.
-    Each request is bounded by ``retry.timeout`` and retried as ``retry`` says. A read the
+    Each request is bounded by ``retry.timeout`` and retried as ``retry`` says; a range
+    whose read failed fails again at once for ``FAILED_RANGE_SECONDS`` (``RecentFailures``),
+    so the kernel's second ask after a failed readahead costs no second round. A read the
     target can answer at once (``read_now``) skips all of that and the cache. Runs on the
     event loop thread only.
 
@@ -197,8 +239,10 @@ class Reader:
         retry: RetryConfig | None = None,
         *,
         jitter: Callable[[float], float] = lambda limit: random.uniform(0, limit),
+        clock: Callable[[], float] = trio.current_time,
     ) -> None:
         self._target = target
+        self._failures = RecentFailures(FAILED_RANGE_SECONDS, FAILED_RANGES, clock)
         self._config = config
         self._retry = retry or RetryConfig()
         self._jitter = jitter
@@ -460,7 +504,7 @@ class Reader:
         first, last = claimed[0][0][1], claimed[-1][0][2]
         try:
             try:
-                data = await self._request(key, url, first, last, "prefetch failed")
+                data = await self._request(key, url, first, last, "prefetch failed", remember=False)
             finally:
                 self._in_flight_bytes -= last - first
             whole = memoryview(data)  # the entries share the answer's memory: no copies
@@ -526,7 +570,7 @@ class Reader:
             self._in_flight_bytes += length
             self._cache.shrink(self._in_flight_bytes)
             try:
-                data = await self._request(key, url, start, end)
+                data = await self._request(key, url, start, end, remember=not background)
             finally:
                 self._in_flight_bytes -= length
             self._cache.put(cache_key, data, reserve=self._in_flight_bytes)
@@ -535,12 +579,34 @@ class Reader:
         return await self._fetches.run(cache_key, fetch, share_errors=not background)
 
     async def _request(
-        self, key: str, url: str, start: int, end: int, what: str = "read failed"
+        self,
+        key: str,
+        url: str,
+        start: int,
+        end: int,
+        what: str = "read failed",
+        *,
+        remember: bool = True,
     ) -> bytes:
-        """Fetch ``[start, end)`` of ``url`` with retries; nothing cached, nothing shared."""
-        return await self._attempts(
-            key, url, lambda: self._checked_range(key, url, start, end), what
-        )
+        """Fetch ``[start, end)`` of ``url`` with retries; nothing cached, nothing shared.
+
+        With ``remember`` (reads, not prefetches), a range inside one that failed less than
+        ``FAILED_RANGE_SECONDS`` ago fails at once with ``RecentFailureError`` (logged at
+        debug level only), and a failure is remembered.
+        """
+        if remember:
+            failed = self._failures.covering(url, start, end)
+            if failed is not None:
+                self._errors += 1
+                raise RecentFailureError(key, failed)
+        try:
+            return await self._attempts(
+                key, url, lambda: self._checked_range(key, url, start, end), what
+            )
+        except TargetError as error:
+            if remember:
+                self._failures.remember(url, start, end, error)
+            raise
 
     async def _checked_range(self, key: str, url: str, start: int, end: int) -> bytes:
         """Fetch ``[start, end)`` and insist on exactly that many bytes."""

@@ -3,11 +3,13 @@ the local-root check, the trio↔asyncio bridge, error classification, and the r
 
 Async filesystems (HTTP, S3 …) run on fsspec's own asyncio loop thread; trio awaits their
 results through ``_wait_for_future`` without a thread per request, at most
-``connections_per_host`` at a time per host. Plain local files are read through descriptors
-kept open (``LocalFiles``: from the page cache on the loop's thread, else in a worker thread);
-other blocking filesystems run in worker threads. All worker threads are bounded by one
-``trio.CapacityLimiter``. Every failure leaves as ``RemoteError``, marked
-retryable or not; retrying is the reader's business.
+``connections_per_host`` at a time per host. HTTP(S) and S3 ranges are read as a stream and
+never past one byte after the range, never inflated (``_bounded_http_range``,
+``_bounded_s3_range``): no answer makes the daemon hold more than it asked for. Plain
+local files are read through descriptors kept open (``LocalFiles``: from the page cache on
+the loop's thread, else in a worker thread); other blocking filesystems run in worker
+threads. All worker threads are bounded by one ``trio.CapacityLimiter``. Every failure
+leaves as ``RemoteError``, marked retryable or not; retrying is the reader's business.
 
 Storage options may be keyed by URL prefix (``https://host``); each (protocol, option key)
 gets its own filesystem instance, so credentials meant for one host never reach another.
@@ -21,11 +23,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import errno
+import functools
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
@@ -447,20 +450,29 @@ class Store:
     async def _read_async(
         self, url: str, fs: FileSystem, path: str, start: int, end: int, pin: Pin | None
     ) -> bytes:
+        """Read ``[start, end)`` on fsspec's loop; HTTP and S3 answers are read as a stream.
+
+        Over HTTP and S3 the body is read up to one byte more than the range asks for and
+        no further (``_bounded_http_range``, ``_bounded_s3_range``): a server that ignores
+        the range, sends a body that never ends or an encoded body cannot make the daemon
+        hold more than the range. Other async filesystems answer through ``_cat_file``.
+        """
+        if end <= start:
+            return b""
         condition = pin.http_condition() if pin is not None and _is_http(url) else {}
-        if not condition:
+        if _is_http(url):
+            read = functools.partial(_bounded_http_range, url, fs, path, start, end)
+        elif "::" not in url and protocol_of(url) in S3_PROTOCOLS:
+            read = functools.partial(_bounded_s3_range, url, fs, path, start, end)
+        else:
             return cast(
                 bytes,
                 await self._on_fsspec_loop(url, lambda: fs._cat_file(path, start=start, end=end)),
             )
-        headers = {**getattr(fs, "kwargs", {}).get("headers", {}), **condition}
+        if not condition:
+            return await self._on_fsspec_loop(url, read)
         try:
-            return cast(
-                bytes,
-                await self._on_fsspec_loop(
-                    url, lambda: fs._cat_file(path, start=start, end=end, headers=headers)
-                ),
-            )
+            return await self._on_fsspec_loop(url, functools.partial(read, condition))
         except RemoteError as error:
             if _http_status(error.__cause__ or error) != PRECONDITION_FAILED:
                 raise
@@ -552,7 +564,7 @@ class Store:
             future = asyncio.run_coroutine_threadsafe(coroutine(), loop)
             try:
                 return await _wait_for_future(future)
-            except trio.Cancelled:
+            except (trio.Cancelled, RemoteError):
                 raise
             except Exception as error:
                 raise remote_error(url, error) from error
@@ -564,6 +576,121 @@ class Store:
             )
         except Exception as error:
             raise remote_error(url, error) from error
+
+
+READ_PIECE = 256 * 1024
+"""The most a streamed body is read by at a time."""
+
+IDENTITY = frozenset({"", "identity"})
+"""``Content-Encoding`` values that leave the bytes as they are."""
+
+
+def _refused(url: str, problem: str) -> RemoteError:
+    """Return the error for an answer the store will not take (never retried)."""
+    return RemoteError(url, problem, retryable=False)
+
+
+async def _bounded_http_range(
+    url: str,
+    fs: FileSystem,
+    path: str,
+    start: int,
+    end: int,
+    condition: Mapping[str, str] | None = None,
+) -> bytes:
+    """GET ``[start, end)`` of ``path`` through the HTTP filesystem's own session.
+
+    Asks for ``Accept-Encoding: identity`` and never inflates: an answer with another
+    ``Content-Encoding`` is refused, as is one whose ``Content-Length`` exceeds the range,
+    before its body is read, and so is a 200 (the whole object) to a range that does not
+    start at 0. The body is read as a stream up to one byte past the range
+    (that byte proves the range was ignored) and the connection is dropped there.
+    """
+    options = dict(getattr(fs, "kwargs", {}))
+    headers = {
+        **options.pop("headers", {}),
+        **(condition or {}),
+        "Range": f"bytes={start}-{end - 1}",
+        "Accept-Encoding": "identity",
+    }
+    options.pop("auto_decompress", None)
+    session = await fs.set_session()
+    expected = end - start
+    async with session.get(
+        fs.encode_url(path), headers=headers, auto_decompress=False, **options
+    ) as response:
+        if response.status == 404:
+            raise FileNotFoundError(path)
+        response.raise_for_status()
+        encoding = response.headers.get("Content-Encoding", "").strip().lower()
+        if encoding not in IDENTITY:
+            raise _refused(
+                url,
+                f"the server sent a body with Content-Encoding {encoding!r} (HTTP "
+                f"{response.status}) for a {expected}-byte range; only identity was asked for",
+            )
+        announced = response.headers.get("Content-Length", "")
+        if announced.isdigit() and int(announced) > expected:
+            raise _refused(url, _ignored_range(response.status, f"{announced} bytes", expected))
+        if response.status == 200 and start > 0:  # the object from its byte 0: wrong bytes
+            raise _refused(url, _ignored_range(200, "the object from its start", expected))
+        data = await _read_at_most(response.content.read, expected + 1)
+        if len(data) > expected:
+            response.close()  # the rest is never read: drop the connection
+            raise _refused(url, _ignored_range(response.status, "more bytes", expected))
+        return data
+
+
+async def _bounded_s3_range(
+    url: str,
+    fs: FileSystem,
+    path: str,
+    start: int,
+    end: int,
+    condition: Mapping[str, str] | None = None,
+) -> bytes:
+    """GET ``[start, end)`` of an S3 object, reading its body up to one byte past the range.
+
+    The object's bytes are what is read, whatever ``Content-Encoding`` it was stored with
+    (botocore never inflates; s3fs does not either).
+    """
+    bucket, key, version = fs.split_path(path)
+    versioned = {"VersionId": version} if version else {}
+    answer = await fs._call_s3(
+        "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **versioned
+    )
+    body = answer["Body"]
+    expected = end - start
+    status = answer.get("ResponseMetadata", {}).get("HTTPStatusCode", 206)
+    try:
+        if status == 200 and start > 0:  # the object from its byte 0: wrong bytes
+            raise _refused(url, _ignored_range(200, "the object from its start", expected))
+        data = await _read_at_most(body.read, expected + 1)
+    finally:
+        body.close()
+    if len(data) > expected:
+        raise _refused(url, _ignored_range(status, "more bytes", expected))
+    return data
+
+
+def _ignored_range(status: int, sent: str, expected: int) -> str:
+    return (
+        f"the server ignored the Range request: it answered HTTP {status} with {sent} "
+        f"for a {expected}-byte range"
+    )
+
+
+async def _read_at_most(read: Callable[[int], Awaitable[bytes]], limit: int) -> bytes:
+    """Return the body ``read`` streams, stopping once ``limit`` bytes have come."""
+    pieces: list[bytes] = []
+    received = 0
+    while received < limit:
+        piece = await read(min(READ_PIECE, limit - received))
+        if not piece:
+            break
+        pieces.append(piece)
+        received += len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def _is_plain_local(url: str) -> bool:

@@ -33,8 +33,25 @@ from tests.servers import (
 MIB = 1024 * 1024
 KIB = 1024
 
-FAULTS = (Fault.ERROR_503, Fault.RESET, Fault.TRUNCATE)
-"""The faults the proxies inject, drawn uniformly for the chosen share of requests."""
+FAULTS = (
+    Fault.ERROR_503,
+    Fault.RESET,
+    Fault.TRUNCATE,
+    Fault.HUGE_BODY,
+    Fault.ENDLESS_BODY,
+    Fault.GZIP_BOMB,
+    Fault.STALL_MID_BODY,
+)
+"""The faults the proxies inject, drawn uniformly for the chosen share of requests: broken
+answers, and misbehaving servers (a range ignored with a gigabyte body, a body that never
+ends, a gzip bomb, a body that stalls half-way; HEAD requests pass instead)."""
+
+FINAL_FAULTS = (Fault.HUGE_BODY, Fault.ENDLESS_BODY, Fault.GZIP_BOMB)
+"""Faults refmount refuses at once, without retrying: one of them explains an EIO."""
+
+RECENT_FAILURE_SECONDS = 1.0
+"""How long refmount answers a range that just failed with that failure (so an EIO may
+come from a failure that ended up to this long before the read started)."""
 
 MOUNT_TIMEOUT = 60.0
 EXIT_TIMEOUT = 30.0
@@ -65,7 +82,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "--fault-share",
         type=float,
         default=0.05,
-        help="share of requests each proxy fails with a 503, a reset or a truncated body (0.05)",
+        help="share of requests each proxy fails with a 503, a reset, a truncated body, an "
+        "ignored range with a huge body, an endless body, a gzip bomb or a stall (0.05)",
     )
     parser.add_argument("--retries", type=int, default=4, help="refmount --retries (4)")
     parser.add_argument("--timeout", default="10s", help="refmount --timeout (10s)")
@@ -497,14 +515,19 @@ def summarise(
     wrong = [f for f in tally.failures if f.kind == "wrong"]
     eio = [f for f in tally.failures if f.kind == "eio"]
     other = [f for f in tally.failures if f.kind == "error"]
-    # an EIO is explained when its object got at least retries + 1 injected faults in the
-    # window in which that read (or a fetch it waited for) could have been attempted
-    unexplained = [
-        f
-        for f in eio
-        if proxies[f.key.target].faults_between(f.key.object_path, f.started - bound, f.ended + 1)
-        < args.retries + 1
-    ]
+
+    # an EIO is explained when its object got at least retries + 1 injected faults, or one
+    # that is refused at once, in the window in which that read (or a fetch it waited for,
+    # or a failure it was answered with) could have been attempted
+    def explained(failure: Failure) -> bool:
+        proxy, path = proxies[failure.key.target], failure.key.object_path
+        window = (failure.started - bound - RECENT_FAILURE_SECONDS, failure.ended + 1)
+        return (
+            proxy.faults_between(path, *window) >= args.retries + 1
+            or proxy.faults_between(path, *window, only=FINAL_FAULTS) > 0
+        )
+
+    unexplained = [f for f in eio if not explained(f)]
     injected = {
         name: {fault.value: sum(1 for item in items if item.fault is fault) for fault in FAULTS}
         for name, items in applied.items()

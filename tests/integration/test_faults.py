@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from refmount.reader import FAILED_RANGE_SECONDS
 from tests.integration.datasets import target_bytes
 from tests.integration.mounting import Mount, mounted, requires_fuse
 from tests.servers import RangeHTTPServer
@@ -139,6 +140,7 @@ def test_target_killed_during_reads_then_restarted_on_the_same_port(
         server.throttle_bytes_per_second = None
         server.start()
         assert server.port == port
+        time.sleep(FAILED_RANGE_SECONDS)  # until then a range that just failed fails again
         for key, data in expected.items():
             assert (mount.path / key).read_bytes() == data, key
         assert_alive(mount)
@@ -180,10 +182,13 @@ def test_a_transfer_slower_than_the_timeout_is_eio(tmp_path: Path, server: Range
         assert isinstance(reader.outcome, OSError), "the slow transfer was not cut off"
         assert reader.outcome.errno == errno.EIO
         assert reader.finished - started < 2 * bound + SLACK
-        assert server.count("GET") >= retries + 1
+        # the retry may time out before a loaded server has recorded it: the log counts them
+        assert server.count("GET") >= 1
         assert_alive(mount)
         server.throttle_bytes_per_second = None
+        time.sleep(FAILED_RANGE_SECONDS)
         assert (mount.path / "c/0").read_bytes() == expected["c/0"]
     lines = [line for line in mount.log_text().splitlines() if "'c/0'" in line and "ERROR" in line]
     assert lines, mount.log_text()[-3000:]
     assert "0.5 s" in lines[0]
+    assert f"after {retries + 1} attempts" in lines[0]

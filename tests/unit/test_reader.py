@@ -11,6 +11,7 @@ import trio.testing
 
 from refmount.config import ReadConfig, RetryConfig
 from refmount.errors import (
+    RecentFailureError,
     RemoteAccessError,
     RemoteChangedError,
     ShortReadError,
@@ -19,7 +20,12 @@ from refmount.errors import (
     TargetReadError,
 )
 from refmount.model import Inline, Range, Whole
-from refmount.reader import NeighbourPrefetch, Reader
+from refmount.reader import (
+    FAILED_RANGE_SECONDS,
+    NeighbourPrefetch,
+    Reader,
+    RecentFailures,
+)
 from tests.fakes import MemoryTarget, RaisingTarget
 
 DATA = bytes(range(256)) * 64  # 16 KiB
@@ -180,7 +186,9 @@ async def test_whole_reference_size_is_asked_once(target: MemoryTarget) -> None:
     assert target.ranges == [("mem://obj", 0, len(DATA))]
 
 
-async def test_short_target_is_an_error_never_padding(target: MemoryTarget) -> None:
+async def test_short_target_is_an_error_never_padding(
+    target: MemoryTarget, autojump_clock: trio.testing.MockClock
+) -> None:
     target.truncate["mem://obj"] = 1050
     reader = reader_for(target)
     ref = Range("mem://obj", 1000, 100)
@@ -190,7 +198,61 @@ async def test_short_target_is_an_error_never_padding(target: MemoryTarget) -> N
     assert caught.value.url == "mem://obj"
     assert "returned 50 bytes, expected 100" in str(caught.value)
     del target.truncate["mem://obj"]
+    await trio.sleep(FAILED_RANGE_SECONDS)
     assert await reader.read("x/0.0", ref, 0, 4096) == DATA[1000:1100]  # errors are not cached
+
+
+async def test_a_range_that_just_failed_fails_again_at_once_then_is_asked_again(
+    target: MemoryTarget, autojump_clock: trio.testing.MockClock
+) -> None:
+    target.flaky["mem://obj"] = 10**6
+    retry = RetryConfig(timeout=5.0, retries=2, backoff_initial=0.1, backoff_max=1.0)
+    reader = reader_for(target, retry, whole_fetch_limit=4096, block_size=1024)
+    ref = Range("mem://obj", 0, 8192)
+    with pytest.raises(TargetReadError, match="after 3 attempts"):
+        await reader.read("k", ref, 0, 2048)  # two blocks: the first one fails
+    assert len(target.ranges) == 3
+    # the kernel asks again at once for a page of it: no new request, no second report
+    with pytest.raises(RecentFailureError, match="failed a moment ago") as again:
+        await reader.read("k", ref, 512, 256)
+    assert again.value.errno == errno.EIO
+    assert again.value.url == "mem://obj"
+    assert len(target.ranges) == 3
+    assert reader.statistics().errors == 2
+    # another range of the same target is asked for as usual
+    with pytest.raises(TargetReadError):
+        await reader.read("k", ref, 4096, 100)
+    assert len(target.ranges) == 6
+    await trio.sleep(FAILED_RANGE_SECONDS)
+    target.flaky["mem://obj"] = 0
+    assert await reader.read("k", ref, 512, 256) == DATA[512:768]
+
+
+async def test_a_refused_range_keeps_its_errno_when_it_fails_again_at_once() -> None:
+    target = RaisingTarget(objects={"/outside/file": DATA})
+    target.raises["/outside/file"] = RemoteAccessError("/outside/file", "outside the roots")
+    reader = Reader(target, ReadConfig(), RetryConfig(retries=0))
+    ref = Range("/outside/file", 0, 10)
+    with pytest.raises(TargetAccessError):
+        await reader.read("k", ref, 0, 10)
+    with pytest.raises(RecentFailureError) as again:
+        await reader.read("k", ref, 0, 10)
+    assert again.value.errno == errno.EACCES
+    assert len(target.ranges) == 1
+
+
+def test_recent_failures_forget_the_oldest_and_the_expired() -> None:
+    now = [0.0]
+    failures = RecentFailures(1.0, 2, lambda: now[0])
+    error = TargetReadError("k", "u", "boom")
+    for start in range(3):
+        failures.remember("u", start * 10, start * 10 + 10, error)
+    assert failures.covering("u", 0, 5) is None  # the oldest went
+    assert failures.covering("u", 12, 18) is error
+    assert failures.covering("u", 15, 25) is None  # not inside one range
+    assert failures.covering("v", 12, 18) is None
+    now[0] = 1.0
+    assert failures.covering("u", 22, 28) is None
 
 
 async def test_failing_target_names_key_and_url(target: MemoryTarget) -> None:

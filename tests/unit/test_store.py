@@ -19,6 +19,7 @@ from fsspec.asyn import AsyncFileSystem
 from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError
 from refmount.store import FsspecSource, LocalRoots, StorageOptions, Store, is_retryable
 from tests.pagecache import skip_unless_nowait
+from tests.servers import Hostile, RangeHTTPServer
 
 
 class SlowAsyncFileSystem(AsyncFileSystem):  # type: ignore[misc]
@@ -569,3 +570,59 @@ async def test_data_uris_are_read_whole_and_in_ranges() -> None:
         store = Store(pin=pin)
         assert await store.size(url) == 4
         assert await store.read_range(url, 1, 3) == b"\x01\x02"
+
+
+# ------------------------------------------------------------------ what servers answer
+
+RANGE_DATA = bytes(range(256)) * 4096  # 1 MiB
+
+
+@pytest.mark.parametrize(
+    ("hostile", "problem"),
+    [
+        (Hostile.HUGE_BODY, "ignored the Range request: it answered HTTP 200 with 1073741824"),
+        (Hostile.ENDLESS_BODY, "ignored the Range request: it answered HTTP 206 with more"),
+        (Hostile.GZIP_BOMB, "Content-Encoding 'gzip' (HTTP 206) for a 65536-byte range"),
+    ],
+    ids=lambda value: value.value if isinstance(value, Hostile) else "",
+)
+async def test_a_hostile_http_answer_is_refused_without_reading_it_whole(
+    hostile: Hostile, problem: str
+) -> None:
+    with RangeHTTPServer({"obj": RANGE_DATA}, hostile=hostile) as server:
+        store = Store()
+        with trio.fail_after(20), pytest.raises(RemoteError) as caught:
+            await store.read_range(server.url_for("obj"), 100, 100 + 65536)
+        assert problem in caught.value.problem
+        assert caught.value.retryable is False
+        assert caught.value.url == server.url_for("obj")
+
+
+async def test_http_ranges_ask_for_identity_and_never_inflate() -> None:
+    with RangeHTTPServer({"obj": RANGE_DATA}) as server:
+        store = Store()
+        assert await store.read_range(server.url_for("obj"), 10, 5000) == RANGE_DATA[10:5000]
+        request = server.requests[-1]
+        assert request.header("Accept-Encoding") == "identity"
+        assert request.range == "bytes=10-4999"
+
+
+async def test_a_whole_object_from_a_server_that_ignores_range_is_still_read() -> None:
+    with RangeHTTPServer({"obj": RANGE_DATA}, ignore_range=True) as server:
+        store = Store()
+        url = server.url_for("obj")
+        assert await store.read_range(url, 0, len(RANGE_DATA)) == RANGE_DATA
+        with pytest.raises(RemoteError, match="ignored the Range request"):
+            await store.read_range(url, 0, 100)
+        http_server_short = RANGE_DATA[: len(RANGE_DATA) - 10]
+        server.add("short", http_server_short)
+        with pytest.raises(RemoteError, match="answered HTTP 200 with the object from its start"):
+            await store.read_range(server.url_for("short"), 10, len(RANGE_DATA))
+
+
+async def test_a_body_stalled_half_way_is_ended_by_the_caller_deadline() -> None:
+    with RangeHTTPServer({"obj": RANGE_DATA}, hostile=Hostile.STALL_MID_BODY) as server:
+        store = Store()
+        with trio.move_on_after(1.0) as scope:
+            await store.read_range(server.url_for("obj"), 0, 65536)
+        assert scope.cancelled_caught
