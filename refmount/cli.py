@@ -85,7 +85,7 @@ given the same way, which is what /etc/fstab needs:
   cache_size=SIZE  remote_protocol=P  remote_options=JSON  target_options=JSON
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
-  uid=N  gid=N  umask=MASK  no_pin  tune_kernel  tune_read_ahead=SIZE  xattr
+  uid=N  gid=N  umask=MASK  no_pin  tune_kernel  tune_read_ahead=SIZE  xattr  nonempty
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
 default_permissions is always on: the kernel enforces the modes (0444 files, 0555
@@ -113,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("refs", metavar="REFS", help="reference file, directory or URL")
-    parser.add_argument("mountpoint", metavar="MOUNTPOINT", type=Path, help="empty directory")
+    parser.add_argument(
+        "mountpoint", metavar="MOUNTPOINT", type=Path, help="empty directory (see --nonempty)"
+    )
     parser.add_argument(
         "-f", "--foreground", action="store_true", help="stay attached instead of detaching"
     )
@@ -213,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
         "security attributes once per file (ls -l on a big directory gets several times "
         "slower)",
     )
+    parser.add_argument(
+        "--nonempty",
+        action="store_true",
+        help="mount even if MOUNTPOINT has entries (the mount hides them until unmounted); "
+        "without it such a mountpoint is refused",
+    )
     parser.add_argument("--version", action="version", version=f"refmount {__version__}")
     return parser
 
@@ -272,6 +280,7 @@ _OWN_OPTIONS = frozenset(
         "tune_kernel",
         "tune_read_ahead",
         "xattr",
+        "nonempty",
     }
 )
 """refmount options that ``-o name=value`` may set, named like their command-line flags."""
@@ -348,6 +357,7 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             umask=None if args.umask is None else parse_umask(str(args.umask)),
             pin_versions=not args.no_pin,
             xattrs=bool(args.xattr),
+            nonempty=bool(args.nonempty),
         )
         args.kernel_tuning = kernel_tuning(args)
     except ValueError as error:
@@ -394,19 +404,55 @@ def _absolute(url: str) -> str:
     return url if protocol_of(url) is not None else os.path.abspath(url)
 
 
+READY_MESSAGE = b"ready\n"
+"""What the daemon child writes on the readiness pipe once the mount answers."""
+
+BACKGROUND_INTERPRETER_FLAGS = ("-P",)
+"""How the background child's interpreter starts: ``-P`` (Python 3.11+, the project's minimum)
+leaves out the one unsafe entry of ``sys.path``, the current directory that ``-m`` puts first,
+so a ``refmount.py`` or ``refmount/`` where the command was started is never imported (as
+whoever mounts, often root). ``-I`` would do that too, but it also drops ``PYTHONPATH`` and
+the user's site directory, where a ``pip install --user`` or an administrator's
+``PYTHONPATH`` puts the package: with ``-P`` the child finds ``refmount`` exactly where the
+console script that started it did (a venv, a user install, or a ``pip install -e`` checkout,
+whose import hook lives in site-packages)."""
+
+
 def _readiness_reporter(args: argparse.Namespace) -> Callable[[], None]:
-    """Return what to call once the mount answers (tell a waiting parent, if any)."""
+    """Take the readiness pipe a backgrounding parent gave us (if any); return what to call
+    once the mount answers.
+
+    The pipe is made non-inheritable at once, so no program we start holds it (libfuse runs
+    ``fusermount3``, which stays alive with ``-o auto_unmount``); and the parent waits for
+    ``READY_MESSAGE``, not for the end of the pipe, so it returns even if one did.
+    """
     text = os.environ.pop(READY_FD_VARIABLE, None)
-    if text is None:
+    if text is None or not text.isdigit():
         return lambda: None
     fd = int(text)
+    try:
+        os.set_inheritable(fd, False)
+    except OSError:  # not a descriptor we were given
+        return lambda: None
 
     def ready() -> None:
         detach_logging(args.log_file)
-        os.write(fd, b"ready\n")
+        os.write(fd, READY_MESSAGE)
         os.close(fd)
 
     return ready
+
+
+def background_command(argv: Sequence[str]) -> list[str]:
+    """Return the command line of the daemon child that ``run_in_background`` starts."""
+    return [
+        sys.executable,
+        *BACKGROUND_INTERPRETER_FLAGS,
+        "-m",
+        "refmount",
+        "--foreground",
+        *argv,
+    ]
 
 
 def run_in_background(argv: Sequence[str]) -> int:
@@ -415,7 +461,7 @@ def run_in_background(argv: Sequence[str]) -> int:
     env = dict(os.environ)
     env[READY_FD_VARIABLE] = str(write_end)
     child = subprocess.Popen(
-        [sys.executable, "-m", "refmount", "--foreground", *argv],
+        background_command(argv),
         stdin=subprocess.DEVNULL,
         pass_fds=(write_end,),
         env=env,
@@ -423,8 +469,8 @@ def run_in_background(argv: Sequence[str]) -> int:
     )
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
-        message = pipe.read()
-    if message.startswith(b"ready"):
+        message = pipe.readline()  # the message, or EOF once the child is gone
+    if message == READY_MESSAGE:
         return EXIT_OK
     return child.wait() or EXIT_FAILURE
 
@@ -443,15 +489,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     config, args = parse_args(argv)
     if not config.foreground:
         return run_in_background(argv)
+    on_ready = _readiness_reporter(args)  # first: nothing we start may inherit the pipe
     setup_logging(config.log_level, journald="JOURNAL_STREAM" in os.environ)
     debug = config.log_level == "debug"
     from refmount import daemon  # the heavy imports, only once the arguments are good
 
     try:
+        daemon.check_mountpoint(config.mountpoint, config.nonempty)  # cheaper than loading
         loaded = daemon.load_references(config, ProgressReporter(config.refs, sys.stderr))
-        daemon.mount_and_serve(
-            config, loaded, _readiness_reporter(args), getattr(args, "kernel_tuning", None)
-        )
+        daemon.mount_and_serve(config, loaded, on_ready, getattr(args, "kernel_tuning", None))
     except ReferenceFormatError as error:
         _report(error, debug)
         return EXIT_BAD_INPUT

@@ -174,7 +174,7 @@ def test_the_background_child_gets_foreground_first(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(subprocess, "Popen", Child)
     assert cli.run_in_background(["--", "check", "/mnt/x"]) == 2
-    assert commands[0][3:] == ["--foreground", "--", "check", "/mnt/x"]
+    assert commands[0][1:] == ["-P", "-m", "refmount", "--foreground", "--", "check", "/mnt/x"]
 
 
 def test_check_exit_status_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
