@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -156,3 +157,51 @@ def test_fuse_options_pass_through(tmp_path: Path) -> None:
         assert "fuse.refmount" in line
         assert "allow_other" in line
         assert " ro," in line
+
+
+HOSTILE_CODE = """\
+import pathlib
+pathlib.Path(__file__).resolve().parent.joinpath("{marker}").write_text("imported")
+raise SystemExit(99)
+"""
+
+
+def console_script() -> Path:
+    """Return the installed ``refmount`` command of this environment (as a user runs it)."""
+    script = Path(sys.executable).parent / "refmount"
+    if not script.exists():
+        pytest.skip("no refmount console script next to the interpreter")
+    return script
+
+
+@pytest.mark.parametrize("layout", ["module", "package"])
+def test_the_background_daemon_never_imports_from_the_current_directory(
+    tmp_path: Path, mount_dir: Path, layout: str
+) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    hostile = tmp_path / "hostile"
+    hostile.mkdir()
+    marker = "imported-from-the-current-directory"
+    if layout == "module":
+        (hostile / "refmount.py").write_text(HOSTILE_CODE.format(marker=marker))
+        markers = [hostile / marker]
+    else:
+        (hostile / "refmount").mkdir()
+        for name in ("__init__.py", "__main__.py", "cli.py"):
+            (hostile / "refmount" / name).write_text(HOSTILE_CODE.format(marker=marker))
+        markers = [hostile / marker, hostile / "refmount" / marker]
+    try:
+        result = subprocess.run(
+            [str(console_script()), str(dataset.refs), str(mount_dir)],
+            cwd=hostile,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert (mount_dir / "text").read_bytes() == dataset.expected["text"]
+        assert not any(path.exists() for path in markers)
+    finally:
+        unmount(mount_dir)
+    wait_until_unmounted(mount_dir)
