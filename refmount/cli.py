@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from refmount import __version__
 from refmount.config import (
@@ -113,9 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("refs", metavar="REFS", help="reference file, directory or URL")
-    parser.add_argument(
-        "mountpoint", metavar="MOUNTPOINT", type=Path, help="empty directory (see --nonempty)"
-    )
+    parser.add_argument("mountpoint", metavar="MOUNTPOINT", help="empty directory (see --nonempty)")
     parser.add_argument(
         "-f", "--foreground", action="store_true", help="stay attached instead of detaching"
     )
@@ -285,6 +283,20 @@ _OWN_OPTIONS = frozenset(
 )
 """refmount options that ``-o name=value`` may set, named like their command-line flags."""
 
+FLAG_OPTIONS = frozenset(
+    {"skip_invalid", "foreground", "no_pin", "tune_kernel", "xattr", "nonempty"}
+    | {"s3_anon", "s3_requester_pays"}
+)
+"""``-o`` options that are switches: given as a bare name, never ``name=value``."""
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+MAX_ID = 2**32 - 2
+"""The largest user or group id (``2**32 - 1`` is ``(uid_t) -1``, "no id")."""
+
+MAX_RETRIES = 100
+"""The most retries ``--retries`` accepts: more would only hide a dead target."""
+
 S3_SHORTCUTS = {
     "s3_anon": ("anon", None),
     "s3_endpoint_url": ("endpoint_url", None),
@@ -312,33 +324,39 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
     fuse: list[str] = []
     shortcuts: dict[str, str | bool] = {}
     roots = [root for text in args.local_root or () for root in text.split(":") if root]
-    for text in args.options:
-        for option in split_options(text):
-            name, has_value, value = option.partition("=")
-            own = name.replace("-", "_")
-            if own == "local_root":
-                roots.extend(root for root in value.split(":") if root)
-            elif own in _OWN_OPTIONS:
-                if getattr(args, own) in (None, False):  # a command-line flag wins over -o
-                    setattr(args, own, value if has_value else True)
-            elif own in S3_SHORTCUTS:
-                shortcuts[own] = value if has_value else True
-            elif name not in IGNORED_MOUNT_OPTIONS and not option.startswith(
-                IGNORED_MOUNT_OPTION_PREFIXES
-            ):
-                fuse.append(option)
+    try:
+        for text in args.options:
+            for option in split_options(text):
+                name, has_value, value = option.partition("=")
+                own = name.replace("-", "_")
+                if own in _OWN_OPTIONS or own in S3_SHORTCUTS or own == "local_root":
+                    _check_option_form(name, own, value if has_value else None)
+                if own == "local_root":
+                    roots.extend(root for root in value.split(":") if root)
+                elif own in _OWN_OPTIONS:
+                    if getattr(args, own) in (None, False):  # a command-line flag wins over -o
+                        setattr(args, own, value if has_value else True)
+                elif own in S3_SHORTCUTS:
+                    shortcuts[own] = value if has_value else True
+                elif name not in IGNORED_MOUNT_OPTIONS and not option.startswith(
+                    IGNORED_MOUNT_OPTION_PREFIXES
+                ):
+                    fuse.append(option)
+        _check_values(args, shortcuts)
+    except ValueError as error:
+        _usage_error(str(error))
     try:
         defaults = RetryConfig()
         read = ReadConfig(
-            **({"cache_size": parse_size(args.cache_size)} if args.cache_size else {})
+            **({"cache_size": parse_size(args.cache_size)} if args.cache_size is not None else {})
         )
         retry = RetryConfig(
-            timeout=parse_duration(args.timeout) if args.timeout else defaults.timeout,
-            retries=_count("retries", args.retries) if args.retries else defaults.retries,
+            timeout=defaults.timeout if args.timeout is None else _timeout(args.timeout),
+            retries=defaults.retries if args.retries is None else _count("retries", args.retries),
         )
         config = MountConfig(
             refs=_absolute(args.refs),
-            mountpoint=args.mountpoint.absolute(),
+            mountpoint=Path(args.mountpoint).absolute(),
             foreground=bool(args.foreground),
             fuse_options=tuple(fuse),
             remote_protocol=args.remote_protocol,
@@ -350,7 +368,7 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             log_level=args.log_level or "info",
             read=read,
             retry=retry,
-            attr_timeout=parse_duration(args.attr_timeout) if args.attr_timeout else DAY,
+            attr_timeout=DAY if args.attr_timeout is None else parse_duration(args.attr_timeout),
             local_roots=tuple(_local_root(root) for root in roots),
             uid=None if args.uid is None else _id("uid", args.uid, pwd.getpwnam),
             gid=None if args.gid is None else _id("gid", args.gid, grp.getgrnam),
@@ -361,13 +379,82 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
         )
         args.kernel_tuning = kernel_tuning(args)
     except ValueError as error:
-        parser.error(str(error))
+        _usage_error(str(error))
     return config, args
+
+
+def _usage_error(message: str) -> NoReturn:
+    """Stop with one line and exit status 2: a bad option value, found before mounting."""
+    print(f"refmount: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _check_option_form(name: str, own: str, value: str | None) -> None:
+    """Raise ``ValueError`` unless a switch has no value and any other option has one."""
+    if own in FLAG_OPTIONS:
+        if value is not None:
+            raise ValueError(f"-o {name} is a switch and takes no value (not {name}={value})")
+    elif value is None or not value.strip():
+        raise ValueError(f"-o {name} needs a value: {name}=...")
+
+
+def _check_values(args: argparse.Namespace, shortcuts: dict[str, str | bool]) -> None:
+    """Raise ``ValueError`` for option values that would only fail once mounted."""
+    for flag in ("refs", "target", "remote_protocol", "log_file"):
+        value = getattr(args, flag)
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(f"{_flag(flag)} must not be empty")
+    if not args.mountpoint.strip():  # Path("") would be the current directory
+        raise ValueError("MOUNTPOINT must not be empty")
+    if args.log_level is not None and args.log_level not in LOG_LEVELS:
+        raise ValueError(
+            f"log_level must be one of {', '.join(LOG_LEVELS)}, not {args.log_level!r}"
+        )
+    if args.remote_protocol is not None:
+        _check_protocol(args.remote_protocol)
+    if args.log_file is not None:
+        _check_log_file(args.log_file)
+    endpoint = shortcuts.get("s3_endpoint_url")
+    if isinstance(endpoint, str) and protocol_of(endpoint) not in ("http", "https"):
+        raise ValueError(f"s3_endpoint_url must be an http:// or https:// URL, not {endpoint!r}")
+
+
+def _check_protocol(name: str) -> None:
+    from refmount.store import is_known_protocol  # imports fsspec: only when asked
+
+    if not is_known_protocol(name):
+        raise ValueError(f"--remote-protocol {name!r} is not a protocol fsspec knows")
+
+
+def _flag(dest: str) -> str:
+    return {"refs": "REFS"}.get(dest, "--" + dest.replace("_", "-"))
+
+
+def _check_log_file(path: str) -> None:
+    """Raise ``ValueError`` unless the daemon will be able to append to ``path``."""
+    if os.path.isdir(path):
+        raise ValueError(f"--log-file {path}: is a directory")
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise ValueError(f"--log-file {path}: not writable")
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ValueError(f"--log-file {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise ValueError(f"--log-file {path}: cannot create a file in {directory}")
+
+
+def _timeout(text: str) -> float:
+    seconds = parse_duration(str(text))
+    if seconds <= 0:
+        raise ValueError(f"timeout must be more than 0, not {text!r}")
+    return seconds
 
 
 def kernel_tuning(args: argparse.Namespace) -> KernelTuning | None:
     """Return the kernel tuning that ``--tune-kernel``/``--tune-read-ahead`` ask for, or None."""
-    if args.tune_read_ahead:
+    if args.tune_read_ahead is not None:
         size = parse_size(str(args.tune_read_ahead))
         if size < KIB:
             raise ValueError(f"tune_read_ahead {args.tune_read_ahead}: at least 1K")
@@ -386,7 +473,10 @@ def _id(name: str, text: str, by_name: Callable[[str], Any]) -> int:
     """Return a numeric user or group id, looking a name up if need be."""
     text = str(text)
     if text.isdigit():
-        return int(text)
+        number = int(text)
+        if number > MAX_ID:
+            raise ValueError(f"{name} {text} is out of range (0 to {MAX_ID})")
+        return number
     try:
         return int(by_name(text)[2])
     except KeyError:
@@ -396,6 +486,8 @@ def _id(name: str, text: str, by_name: Callable[[str], Any]) -> int:
 def _count(name: str, text: str) -> int:
     if not str(text).isdigit():
         raise ValueError(f"{name} must be a whole number, not {text!r}")
+    if int(text) > MAX_RETRIES:
+        raise ValueError(f"{name} {text} is too many (at most {MAX_RETRIES})")
     return int(text)
 
 
