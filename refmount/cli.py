@@ -98,8 +98,12 @@ examples:
   refmount --remote-options '{"anon": true}' https://host/refs.json.zst /mnt/data
   fusermount3 -u /mnt/data          # unmount
 
-exit status: 0 mounted (or unmounted cleanly with -f), 1 the mount failed,
-2 bad arguments or a malformed reference file.
+MOUNTPOINT must be an empty directory (unless -o nonempty) with no FUSE filesystem
+mounted on it already; automount points and bind mounts are fine.
+
+exit status: 0 mounted (or unmounted cleanly with -f), 1 the mount failed (the
+mountpoint is refused before REFS is read), 2 bad arguments or option values, or a
+malformed reference file.
 """
 
 
