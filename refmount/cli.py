@@ -590,6 +590,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = config.log_level == "debug"
     from refmount import daemon  # the heavy imports, only once the arguments are good
 
+    problem = daemon.fuse_options_problem(daemon.fuse_options(config))
+    if problem is not None:
+        print(f"refmount: error: FUSE options: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         daemon.check_mountpoint(config.mountpoint, config.nonempty)  # cheaper than loading
         loaded = daemon.load_references(config, ProgressReporter(config.refs, sys.stderr))

@@ -207,3 +207,25 @@ def test_the_background_daemon_never_imports_from_the_current_directory(
     finally:
         unmount(mount_dir)
     wait_until_unmounted(mount_dir)
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ("bogus_option", "unknown option(s): `-o bogus_option'"),
+        ("uid=4294967295", "uid 4294967295 is out of range"),
+        ("timeout=0", "timeout must be more than 0"),
+    ],
+)
+def test_bad_options_stop_the_command_before_anything_is_read(
+    tmp_path: Path, mount_dir: Path, options: str, words: str
+) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    for foreground in ((), ("-f",)):
+        result = run(*foreground, "-o", options, str(dataset.refs), str(mount_dir))
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr  # no "loaded", no traceback
+        assert lines[0].startswith("refmount: error: ")
+        assert words in lines[0]
+        assert not is_mounted(mount_dir)

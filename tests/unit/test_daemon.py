@@ -13,6 +13,7 @@ from refmount.daemon import (
     check_local_targets,
     check_mountpoint,
     fuse_options,
+    fuse_options_problem,
     load_references,
     mounts_on,
     prepare_targets,
@@ -152,3 +153,27 @@ def test_the_targets_of_the_first_keys_are_prepared(monkeypatch: pytest.MonkeyPa
     assert asked == [{"s3://bucket/a.nc", "http://127.0.0.1:1/b.bin", "s3://bucket/c.nc"}]
     prepare_targets(store, refs, most=3)  # a sample: only the first keys
     assert asked[1] == {"s3://bucket/a.nc"}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        set(DEFAULT_FUSE_OPTIONS),
+        {*DEFAULT_FUSE_OPTIONS, "allow_other", "auto_unmount", "noatime", "max_read=131072"},
+    ],
+)
+def test_libfuse_accepts_what_it_knows(options: set[str]) -> None:
+    assert fuse_options_problem(options) is None
+
+
+@pytest.mark.parametrize(
+    ("option", "words"),
+    [
+        ("bogus", "unknown option(s): `-o bogus'"),
+        ("nonempty", "unknown option(s): `-o nonempty'"),  # why refmount takes it out
+        ("max_read=abc", "invalid parameter in option `max_read=abc'"),
+        ("fsname=é", "not ASCII: fsname=é"),
+    ],
+)
+def test_libfuse_refuses_what_it_does_not_know(option: str, words: str) -> None:
+    assert fuse_options_problem({*DEFAULT_FUSE_OPTIONS, option}) == words
