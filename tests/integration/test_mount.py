@@ -303,19 +303,39 @@ def run_refmount(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+WATCHER_ATTEMPTS = 3
+"""fusermount3's watcher (libfuse 3.14) unmounts only if opening the mountpoint fails with
+ENOTCONN; when it opens it while the kernel is still aborting the dead daemon's requests it
+gets ECONNABORTED and leaves the mount (seen about once in 15 kills). A new mount and kill
+is tried then; a mount left every time fails the test."""
+
+
+def mount_and_kill_with_auto_unmount(refs: Path, mountpoint: Path, expected: bytes) -> bool:
+    """Mount in the background with auto_unmount, read, SIGKILL the daemon; True if the mount
+    went away (within a generous deadline)."""
+    result = run_refmount("-o", "auto_unmount", str(refs), str(mountpoint))
+    assert result.returncode == 0, result.stderr  # returned at all: the pipe is not held
+    assert (mountpoint / "text").read_bytes() == expected
+    os.kill(daemon_pid(mountpoint), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while mounts_at(mountpoint):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_auto_unmount_returns_and_a_killed_daemon_leaves_no_mount(
     tmp_path: Path, mount_dir: Path
 ) -> None:
     dataset = json_v0(tmp_path / "v0")
     try:
-        result = run_refmount("-o", "auto_unmount", str(dataset.refs), str(mount_dir))
-        assert result.returncode == 0, result.stderr
-        assert (mount_dir / "text").read_bytes() == dataset.expected["text"]
-        os.kill(daemon_pid(mount_dir), signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while mounts_at(mount_dir):
-            assert time.monotonic() < deadline, "the mount outlived its daemon"
-            time.sleep(0.05)
+        for _ in range(WATCHER_ATTEMPTS):
+            if mount_and_kill_with_auto_unmount(dataset.refs, mount_dir, dataset.expected["text"]):
+                break
+            unmount(mount_dir)  # the watcher's race: clear the stale mount, try again
+        else:
+            raise AssertionError(f"the mount outlived its daemon {WATCHER_ATTEMPTS} times")
     finally:
         unmount(mount_dir)
 
