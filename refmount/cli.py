@@ -666,20 +666,28 @@ def check_main(argv: Sequence[str]) -> int:
     parser = build_check_parser()
     args = parser.parse_args(argv)
     shortcuts: dict[str, str | bool] = {}
-    for text in args.options:
-        for option in split_options(text):
-            name, has_value, value = option.partition("=")
-            own = name.replace("-", "_")
-            if own in _CHECK_OPTIONS:
-                if getattr(args, own) is None:
-                    setattr(args, own, value if has_value else True)
-            elif own in S3_SHORTCUTS:
-                shortcuts[own] = value if has_value else True
     try:
+        for text in args.options:
+            for option in split_options(text):
+                name, has_value, value = option.partition("=")
+                own = name.replace("-", "_")
+                if own in _CHECK_OPTIONS or own in S3_SHORTCUTS:
+                    _check_option_form(name, own, value if has_value else None)
+                if own in _CHECK_OPTIONS:
+                    if getattr(args, own) is None:
+                        setattr(args, own, value if has_value else True)
+                elif own in S3_SHORTCUTS:
+                    shortcuts[own] = value if has_value else True
+        for flag in ("refs", "target", "remote_protocol"):
+            value = getattr(args, flag)
+            if isinstance(value, str) and not value.strip():
+                raise ValueError(f"{_flag(flag)} must not be empty")
+        if args.remote_protocol is not None:
+            _check_protocol(args.remote_protocol)
         target_options = _json_object("--target-options", args.target_options)
         remote_options = _json_object("--remote-options", args.remote_options)
     except ValueError as error:
-        parser.error(str(error))
+        _usage_error(str(error))
     setup_logging("warning", journald="JOURNAL_STREAM" in os.environ)
     from refmount import check  # the heavy imports, only once the arguments are good
     from refmount.formats import LoadOptions

@@ -426,3 +426,27 @@ def test_values_at_the_edges_are_accepted(tmp_path: Path) -> None:
     assert args.log_file == str(log)
     assert config.remote_protocol == "s3"
     assert not log.exists()  # checked, not created
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-o", "target"], "-o target needs a value: target=..."),
+        (["-o", "remote_protocol="], "-o remote_protocol needs a value"),
+        (["-o", "s3_anon=1"], "-o s3_anon is a switch"),
+        (["--remote-protocol", "nosuchproto"], "not a protocol fsspec knows"),
+        (["--target", ""], "--target must not be empty"),
+        (["--remote-options", "[1]"], "--remote-options must be a JSON object"),
+    ],
+)
+def test_check_refuses_bad_option_values_with_one_line(
+    tmp_path: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refs = tmp_path / "refs.json"
+    refs.write_text("{}")
+    with pytest.raises(SystemExit) as caught:
+        main(["check", *argv, str(refs)])
+    assert caught.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert message in lines[0]
