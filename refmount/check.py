@@ -99,6 +99,10 @@ class TargetInfo:
         return self.range_bytes + self.whole * (self.size or 0)
 
 
+UNREADABLE = "unreadable"
+"""``Summary.format`` of a set that could not be read at all (missing, no permission...)."""
+
+
 @dataclass(slots=True)
 class Summary:
     """What ``refmount check`` found out about one reference set."""
@@ -226,6 +230,7 @@ def check_references(
         return summary
     except OSError as error:
         summary.malformed = True
+        summary.format = UNREADABLE  # whatever its name suggests, nothing of it was read
         summary.problem(None, f"cannot read: {error}")
         return summary
     with _captured_warnings("refmount.tree") as records:
@@ -435,10 +440,14 @@ def _captured_warnings(name: str) -> Iterator[list[logging.LogRecord]]:
 
 def format_summary(summary: Summary) -> str:
     """Return a summary as the readable report that ``refmount check`` prints."""
-    kind = "Parquet" if summary.format == "parquet" else "JSON"
-    lines = [f"{summary.source}: {kind} reference set"]
+    if summary.format == UNREADABLE:
+        lines = [f"{summary.source}: cannot be read, so it cannot be mounted"]
+    else:
+        kind = "Parquet" if summary.format == "parquet" else "JSON"
+        lines = [f"{summary.source}: {kind} reference set"]
     if summary.malformed:
-        lines.append("malformed: it cannot be mounted")
+        if summary.format != UNREADABLE:
+            lines.append("malformed: it cannot be mounted")
     else:
         keys = f"{summary.explicit_keys:,} explicit"
         if summary.format == "parquet":

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from refmount import __version__
 from refmount.config import (
@@ -85,7 +85,7 @@ given the same way, which is what /etc/fstab needs:
   cache_size=SIZE  remote_protocol=P  remote_options=JSON  target_options=JSON
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
-  uid=N  gid=N  umask=MASK  no_pin  tune_kernel  tune_read_ahead=SIZE  xattr
+  uid=N  gid=N  umask=MASK  no_pin  tune_kernel  tune_read_ahead=SIZE  xattr  nonempty
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
 default_permissions is always on: the kernel enforces the modes (0444 files, 0555
@@ -98,8 +98,12 @@ examples:
   refmount --remote-options '{"anon": true}' https://host/refs.json.zst /mnt/data
   fusermount3 -u /mnt/data          # unmount
 
-exit status: 0 mounted (or unmounted cleanly with -f), 1 the mount failed,
-2 bad arguments or a malformed reference file.
+MOUNTPOINT must be an empty directory (unless -o nonempty) with no FUSE filesystem
+mounted on it already; automount points and bind mounts are fine.
+
+exit status: 0 mounted (or unmounted cleanly with -f), 1 the mount failed (the
+mountpoint is refused before REFS is read), 2 bad arguments or option values, or a
+malformed reference file.
 """
 
 
@@ -113,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("refs", metavar="REFS", help="reference file, directory or URL")
-    parser.add_argument("mountpoint", metavar="MOUNTPOINT", type=Path, help="empty directory")
+    parser.add_argument("mountpoint", metavar="MOUNTPOINT", help="empty directory (see --nonempty)")
     parser.add_argument(
         "-f", "--foreground", action="store_true", help="stay attached instead of detaching"
     )
@@ -219,6 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
         "security attributes once per file (ls -l on a big directory gets several times "
         "slower)",
     )
+    parser.add_argument(
+        "--nonempty",
+        action="store_true",
+        help="mount even if MOUNTPOINT has entries (the mount hides them until unmounted); "
+        "without it such a mountpoint is refused",
+    )
     parser.add_argument("--version", action="version", version=f"refmount {__version__}")
     return parser
 
@@ -278,9 +288,24 @@ _OWN_OPTIONS = frozenset(
         "tune_kernel",
         "tune_read_ahead",
         "xattr",
+        "nonempty",
     }
 )
 """refmount options that ``-o name=value`` may set, named like their command-line flags."""
+
+FLAG_OPTIONS = frozenset(
+    {"skip_invalid", "foreground", "no_pin", "tune_kernel", "xattr", "nonempty"}
+    | {"s3_anon", "s3_requester_pays"}
+)
+"""``-o`` options that are switches: given as a bare name, never ``name=value``."""
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+MAX_ID = 2**32 - 2
+"""The largest user or group id (``2**32 - 1`` is ``(uid_t) -1``, "no id")."""
+
+MAX_RETRIES = 100
+"""The most retries ``--retries`` accepts: more would only hide a dead target."""
 
 S3_SHORTCUTS = {
     "s3_anon": ("anon", None),
@@ -309,33 +334,39 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
     fuse: list[str] = []
     shortcuts: dict[str, str | bool] = {}
     roots = [root for text in args.local_root or () for root in text.split(":") if root]
-    for text in args.options:
-        for option in split_options(text):
-            name, has_value, value = option.partition("=")
-            own = name.replace("-", "_")
-            if own == "local_root":
-                roots.extend(root for root in value.split(":") if root)
-            elif own in _OWN_OPTIONS:
-                if getattr(args, own) in (None, False):  # a command-line flag wins over -o
-                    setattr(args, own, value if has_value else True)
-            elif own in S3_SHORTCUTS:
-                shortcuts[own] = value if has_value else True
-            elif name not in IGNORED_MOUNT_OPTIONS and not option.startswith(
-                IGNORED_MOUNT_OPTION_PREFIXES
-            ):
-                fuse.append(option)
+    try:
+        for text in args.options:
+            for option in split_options(text):
+                name, has_value, value = option.partition("=")
+                own = name.replace("-", "_")
+                if own in _OWN_OPTIONS or own in S3_SHORTCUTS or own == "local_root":
+                    _check_option_form(name, own, value if has_value else None)
+                if own == "local_root":
+                    roots.extend(root for root in value.split(":") if root)
+                elif own in _OWN_OPTIONS:
+                    if getattr(args, own) in (None, False):  # a command-line flag wins over -o
+                        setattr(args, own, value if has_value else True)
+                elif own in S3_SHORTCUTS:
+                    shortcuts[own] = value if has_value else True
+                elif name not in IGNORED_MOUNT_OPTIONS and not option.startswith(
+                    IGNORED_MOUNT_OPTION_PREFIXES
+                ):
+                    fuse.append(option)
+        _check_values(args, shortcuts)
+    except ValueError as error:
+        _usage_error(str(error))
     try:
         defaults = RetryConfig()
         read = ReadConfig(
-            **({"cache_size": parse_size(args.cache_size)} if args.cache_size else {})
+            **({"cache_size": parse_size(args.cache_size)} if args.cache_size is not None else {})
         )
         retry = RetryConfig(
-            timeout=parse_duration(args.timeout) if args.timeout else defaults.timeout,
-            retries=_count("retries", args.retries) if args.retries else defaults.retries,
+            timeout=defaults.timeout if args.timeout is None else _timeout(args.timeout),
+            retries=defaults.retries if args.retries is None else _count("retries", args.retries),
         )
         config = MountConfig(
             refs=_absolute(args.refs),
-            mountpoint=args.mountpoint.absolute(),
+            mountpoint=Path(args.mountpoint).absolute(),
             foreground=bool(args.foreground),
             fuse_options=tuple(fuse),
             remote_protocol=args.remote_protocol,
@@ -347,23 +378,93 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             log_level=args.log_level or "info",
             read=read,
             retry=retry,
-            attr_timeout=parse_duration(args.attr_timeout) if args.attr_timeout else DAY,
+            attr_timeout=DAY if args.attr_timeout is None else parse_duration(args.attr_timeout),
             local_roots=tuple(_local_root(root) for root in roots),
             uid=None if args.uid is None else _id("uid", args.uid, pwd.getpwnam),
             gid=None if args.gid is None else _id("gid", args.gid, grp.getgrnam),
             umask=None if args.umask is None else parse_umask(str(args.umask)),
             pin_versions=not args.no_pin,
             xattrs=bool(args.xattr),
+            nonempty=bool(args.nonempty),
         )
         args.kernel_tuning = kernel_tuning(args)
     except ValueError as error:
-        parser.error(str(error))
+        _usage_error(str(error))
     return config, args
+
+
+def _usage_error(message: str) -> NoReturn:
+    """Stop with one line and exit status 2: a bad option value, found before mounting."""
+    print(f"refmount: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _check_option_form(name: str, own: str, value: str | None) -> None:
+    """Raise ``ValueError`` unless a switch has no value and any other option has one."""
+    if own in FLAG_OPTIONS:
+        if value is not None:
+            raise ValueError(f"-o {name} is a switch and takes no value (not {name}={value})")
+    elif value is None or not value.strip():
+        raise ValueError(f"-o {name} needs a value: {name}=...")
+
+
+def _check_values(args: argparse.Namespace, shortcuts: dict[str, str | bool]) -> None:
+    """Raise ``ValueError`` for option values that would only fail once mounted."""
+    for flag in ("refs", "target", "remote_protocol", "log_file"):
+        value = getattr(args, flag)
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(f"{_flag(flag)} must not be empty")
+    if not args.mountpoint.strip():  # Path("") would be the current directory
+        raise ValueError("MOUNTPOINT must not be empty")
+    if args.log_level is not None and args.log_level not in LOG_LEVELS:
+        raise ValueError(
+            f"log_level must be one of {', '.join(LOG_LEVELS)}, not {args.log_level!r}"
+        )
+    if args.remote_protocol is not None:
+        _check_protocol(args.remote_protocol)
+    if args.log_file is not None:
+        _check_log_file(args.log_file)
+    endpoint = shortcuts.get("s3_endpoint_url")
+    if isinstance(endpoint, str) and protocol_of(endpoint) not in ("http", "https"):
+        raise ValueError(f"s3_endpoint_url must be an http:// or https:// URL, not {endpoint!r}")
+
+
+def _check_protocol(name: str) -> None:
+    from refmount.store import is_known_protocol  # imports fsspec: only when asked
+
+    if not is_known_protocol(name):
+        raise ValueError(f"--remote-protocol {name!r} is not a protocol fsspec knows")
+
+
+def _flag(dest: str) -> str:
+    return {"refs": "REFS"}.get(dest, "--" + dest.replace("_", "-"))
+
+
+def _check_log_file(path: str) -> None:
+    """Raise ``ValueError`` unless the daemon will be able to append to ``path``."""
+    if os.path.isdir(path):
+        raise ValueError(f"--log-file {path}: is a directory")
+    if os.path.exists(path):
+        if not os.access(path, os.W_OK):
+            raise ValueError(f"--log-file {path}: not writable")
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ValueError(f"--log-file {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise ValueError(f"--log-file {path}: cannot create a file in {directory}")
+
+
+def _timeout(text: str) -> float:
+    seconds = parse_duration(str(text))
+    if seconds <= 0:
+        raise ValueError(f"timeout must be more than 0, not {text!r}")
+    return seconds
 
 
 def kernel_tuning(args: argparse.Namespace) -> KernelTuning | None:
     """Return the kernel tuning that ``--tune-kernel``/``--tune-read-ahead`` ask for, or None."""
-    if args.tune_read_ahead:
+    if args.tune_read_ahead is not None:
         size = parse_size(str(args.tune_read_ahead))
         if size < KIB:
             raise ValueError(f"tune_read_ahead {args.tune_read_ahead}: at least 1K")
@@ -382,7 +483,10 @@ def _id(name: str, text: str, by_name: Callable[[str], Any]) -> int:
     """Return a numeric user or group id, looking a name up if need be."""
     text = str(text)
     if text.isdigit():
-        return int(text)
+        number = int(text)
+        if number > MAX_ID:
+            raise ValueError(f"{name} {text} is out of range (0 to {MAX_ID})")
+        return number
     try:
         return int(by_name(text)[2])
     except KeyError:
@@ -392,6 +496,8 @@ def _id(name: str, text: str, by_name: Callable[[str], Any]) -> int:
 def _count(name: str, text: str) -> int:
     if not str(text).isdigit():
         raise ValueError(f"{name} must be a whole number, not {text!r}")
+    if int(text) > MAX_RETRIES:
+        raise ValueError(f"{name} {text} is too many (at most {MAX_RETRIES})")
     return int(text)
 
 
@@ -400,19 +506,55 @@ def _absolute(url: str) -> str:
     return url if protocol_of(url) is not None else os.path.abspath(url)
 
 
+READY_MESSAGE = b"ready\n"
+"""What the daemon child writes on the readiness pipe once the mount answers."""
+
+BACKGROUND_INTERPRETER_FLAGS = ("-P",)
+"""How the background child's interpreter starts: ``-P`` (Python 3.11+, the project's minimum)
+leaves out the one unsafe entry of ``sys.path``, the current directory that ``-m`` puts first,
+so a ``refmount.py`` or ``refmount/`` where the command was started is never imported (as
+whoever mounts, often root). ``-I`` would do that too, but it also drops ``PYTHONPATH`` and
+the user's site directory, where a ``pip install --user`` or an administrator's
+``PYTHONPATH`` puts the package: with ``-P`` the child finds ``refmount`` exactly where the
+console script that started it did (a venv, a user install, or a ``pip install -e`` checkout,
+whose import hook lives in site-packages)."""
+
+
 def _readiness_reporter(args: argparse.Namespace) -> Callable[[], None]:
-    """Return what to call once the mount answers (tell a waiting parent, if any)."""
+    """Take the readiness pipe a backgrounding parent gave us (if any); return what to call
+    once the mount answers.
+
+    The pipe is made non-inheritable at once, so no program we start holds it (libfuse runs
+    ``fusermount3``, which stays alive with ``-o auto_unmount``); and the parent waits for
+    ``READY_MESSAGE``, not for the end of the pipe, so it returns even if one did.
+    """
     text = os.environ.pop(READY_FD_VARIABLE, None)
-    if text is None:
+    if text is None or not text.isdigit():
         return lambda: None
     fd = int(text)
+    try:
+        os.set_inheritable(fd, False)
+    except OSError:  # not a descriptor we were given
+        return lambda: None
 
     def ready() -> None:
         detach_logging(args.log_file, str(args.mountpoint))
-        os.write(fd, b"ready\n")
+        os.write(fd, READY_MESSAGE)
         os.close(fd)
 
     return ready
+
+
+def background_command(argv: Sequence[str]) -> list[str]:
+    """Return the command line of the daemon child that ``run_in_background`` starts."""
+    return [
+        sys.executable,
+        *BACKGROUND_INTERPRETER_FLAGS,
+        "-m",
+        "refmount",
+        "--foreground",
+        *argv,
+    ]
 
 
 def run_in_background(argv: Sequence[str]) -> int:
@@ -421,7 +563,7 @@ def run_in_background(argv: Sequence[str]) -> int:
     env = dict(os.environ)
     env[READY_FD_VARIABLE] = str(write_end)
     child = subprocess.Popen(
-        [sys.executable, "-m", "refmount", "--foreground", *argv],
+        background_command(argv),
         stdin=subprocess.DEVNULL,
         pass_fds=(write_end,),
         env=env,
@@ -429,8 +571,8 @@ def run_in_background(argv: Sequence[str]) -> int:
     )
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
-        message = pipe.read()
-    if message.startswith(b"ready"):
+        message = pipe.readline()  # the message, or EOF once the child is gone
+    if message == READY_MESSAGE:
         return EXIT_OK
     return child.wait() or EXIT_FAILURE
 
@@ -449,15 +591,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     config, args = parse_args(argv)
     if not config.foreground:
         return run_in_background(argv)
+    on_ready = _readiness_reporter(args)  # first: nothing we start may inherit the pipe
     setup_logging(config.log_level, journald="JOURNAL_STREAM" in os.environ)
     debug = config.log_level == "debug"
     from refmount import daemon  # the heavy imports, only once the arguments are good
 
+    problem = daemon.fuse_options_problem(daemon.fuse_options(config))
+    if problem is not None:
+        print(f"refmount: error: FUSE options: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
+        daemon.check_mountpoint(config.mountpoint, config.nonempty)  # cheaper than loading
         loaded = daemon.load_references(config, ProgressReporter(config.refs, sys.stderr))
-        daemon.mount_and_serve(
-            config, loaded, _readiness_reporter(args), getattr(args, "kernel_tuning", None)
-        )
+        daemon.mount_and_serve(config, loaded, on_ready, getattr(args, "kernel_tuning", None))
     except ReferenceFormatError as error:
         _report(error, debug)
         return EXIT_BAD_INPUT
@@ -526,20 +672,28 @@ def check_main(argv: Sequence[str]) -> int:
     parser = build_check_parser()
     args = parser.parse_args(argv)
     shortcuts: dict[str, str | bool] = {}
-    for text in args.options:
-        for option in split_options(text):
-            name, has_value, value = option.partition("=")
-            own = name.replace("-", "_")
-            if own in _CHECK_OPTIONS:
-                if getattr(args, own) is None:
-                    setattr(args, own, value if has_value else True)
-            elif own in S3_SHORTCUTS:
-                shortcuts[own] = value if has_value else True
     try:
+        for text in args.options:
+            for option in split_options(text):
+                name, has_value, value = option.partition("=")
+                own = name.replace("-", "_")
+                if own in _CHECK_OPTIONS or own in S3_SHORTCUTS:
+                    _check_option_form(name, own, value if has_value else None)
+                if own in _CHECK_OPTIONS:
+                    if getattr(args, own) is None:
+                        setattr(args, own, value if has_value else True)
+                elif own in S3_SHORTCUTS:
+                    shortcuts[own] = value if has_value else True
+        for flag in ("refs", "target", "remote_protocol"):
+            value = getattr(args, flag)
+            if isinstance(value, str) and not value.strip():
+                raise ValueError(f"{_flag(flag)} must not be empty")
+        if args.remote_protocol is not None:
+            _check_protocol(args.remote_protocol)
         target_options = _json_object("--target-options", args.target_options)
         remote_options = _json_object("--remote-options", args.remote_options)
     except ValueError as error:
-        parser.error(str(error))
+        _usage_error(str(error))
     setup_logging("warning", journald="JOURNAL_STREAM" in os.environ)
     from refmount import check  # the heavy imports, only once the arguments are good
     from refmount.formats import LoadOptions

@@ -17,6 +17,12 @@ GIB = 1024 * MIB
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": KIB, "m": MIB, "g": GIB, "t": 1024 * GIB}
 
+MAX_SIZE = 2**63 - 1
+"""The largest size accepted anywhere (a signed 64-bit count of bytes, as the kernel's)."""
+
+MAX_DURATION = 100 * 365 * 24 * 3600.0
+"""The longest duration accepted: finite, and far beyond any useful timeout."""
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -27,7 +33,10 @@ def parse_size(text: str) -> int:
     if match is None:
         raise ValueError(f"not a size: {text!r} (examples: 4096, 64M, 1G)")
     number, unit, _ = match.groups()
-    return int(float(number) * _UNITS[unit.lower()])
+    size = float(number) * _UNITS[unit.lower()]
+    if not size <= MAX_SIZE:  # also infinity, from hundreds of digits
+        raise ValueError(f"not a size: {text!r} is too large (at most 2**63 - 1 bytes)")
+    return int(size)
 
 
 def parse_duration(text: str) -> float:
@@ -36,7 +45,10 @@ def parse_duration(text: str) -> float:
     if match is None:
         raise ValueError(f"not a duration: {text!r} (examples: 30, 2.5s, 500ms)")
     number, unit = match.groups()
-    return float(number) * _SECONDS[(unit or "s").lower()]
+    seconds = float(number) * _SECONDS[(unit or "s").lower()]
+    if not seconds <= MAX_DURATION:  # also infinity, from hundreds of digits
+        raise ValueError(f"not a duration: {text!r} is too long (at most 100 years)")
+    return seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +123,8 @@ class MountConfig:
     ``local_roots`` are the directories local targets must lie in when the mount is
     ``shared``; ``uid``, ``gid`` and ``umask`` (None: the mounting user, no mask) shape every
     node's attributes; ``pin_versions`` pins each target's ETag or mtime at first use;
-    ``xattrs`` serves the ``user.refmount.*`` extended attributes.
+    ``xattrs`` serves the ``user.refmount.*`` extended attributes; ``nonempty`` allows a
+    mountpoint that has entries (the mount hides them).
     """
 
     refs: str
@@ -134,6 +147,7 @@ class MountConfig:
     umask: int | None = None
     pin_versions: bool = True
     xattrs: bool = False
+    nonempty: bool = False
 
     @property
     def shared(self) -> bool:

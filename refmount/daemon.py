@@ -3,6 +3,8 @@ handle signals, and always unmount."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import faulthandler
 import functools
@@ -10,9 +12,11 @@ import gc
 import itertools
 import logging
 import os
+import re
 import signal
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,8 +61,58 @@ class Loaded:
     mtime_ns: int
 
 
-def check_mountpoint(mountpoint: Path) -> None:
-    """Raise ``MountError`` with advice if ``mountpoint`` cannot be mounted on."""
+MOUNTINFO = Path("/proc/self/mountinfo")
+"""The kernel's list of the mounts this process sees, one per line, in mount order."""
+
+NONEMPTY_OPTION = "nonempty"
+"""``-o nonempty``: mount over a directory that has entries (libfuse 3 no longer knows it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MountEntry:
+    """One line of ``/proc/self/mountinfo``: where, what type and from what."""
+
+    mountpoint: str
+    fstype: str
+    source: str
+
+    @property
+    def is_fuse(self) -> bool:
+        """Return True for a FUSE filesystem (``fuse``, ``fuseblk``, ``fuse.NAME``)."""
+        return self.fstype in ("fuse", "fuseblk") or self.fstype.startswith("fuse.")
+
+
+def _unescape(field: str) -> str:
+    """Undo mountinfo's octal escapes (``\\040`` for a space, and tab, newline, backslash)."""
+    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)
+
+
+def mounts_on(path: Path, mountinfo: Path = MOUNTINFO) -> list[MountEntry]:
+    """Return the mounts whose mountpoint is ``path`` (resolved), oldest first."""
+    wanted = os.path.realpath(path)
+    found: list[MountEntry] = []
+    try:
+        text = mountinfo.read_text(errors="replace")
+    except OSError:  # no /proc: nothing to learn, the kernel still refuses what it must
+        return found
+    for line in text.splitlines():
+        fields = line.split(" ")
+        if " - " not in line or len(fields) < 5:
+            continue
+        tail = line.split(" - ", 1)[1].split(" ")
+        if _unescape(fields[4]) == wanted and len(tail) >= 2:
+            found.append(MountEntry(wanted, _unescape(tail[0]), _unescape(tail[1])))
+    return found
+
+
+def check_mountpoint(mountpoint: Path, nonempty: bool = False, mountinfo: Path = MOUNTINFO) -> None:
+    """Raise ``MountError`` with advice if ``mountpoint`` cannot be mounted on.
+
+    Refused: a missing path or not a directory; a stale FUSE mount; a directory on which a
+    FUSE filesystem is mounted already (a second mount would stack on it); and, unless
+    ``nonempty``, a directory with entries, which the mount would hide. Other mounts there
+    are fine: an automount point (autofs, always empty) or a bind mount.
+    """
     try:
         os.statvfs(mountpoint)  # unlike stat, never answered from the kernel's caches
     except FileNotFoundError:
@@ -74,6 +128,28 @@ def check_mountpoint(mountpoint: Path) -> None:
         raise MountError(f"mountpoint {mountpoint}: {error.strerror}") from None
     if not os.path.isdir(mountpoint):
         raise MountError(f"mountpoint {mountpoint} is not a directory")
+    mounts = mounts_on(mountpoint, mountinfo)
+    fuse = [entry for entry in mounts if entry.is_fuse]
+    if fuse:
+        raise MountError(
+            f"mountpoint {mountpoint} already has a FUSE filesystem mounted on it "
+            f"({fuse[-1].fstype} from {fuse[-1].source}); unmount it first with "
+            f"'fusermount3 -u {mountpoint}'"
+        )
+    automount = bool(mounts) and mounts[-1].fstype == "autofs"
+    if not nonempty and not automount and _has_entries(mountpoint):
+        raise MountError(
+            f"mountpoint {mountpoint} is not empty: the mount would hide its files; "
+            f"give -o {NONEMPTY_OPTION} to mount over them anyway"
+        )
+
+
+def _has_entries(directory: Path) -> bool:
+    try:
+        with os.scandir(directory) as entries:
+            return next(entries, None) is not None
+    except OSError as error:
+        raise MountError(f"mountpoint {directory}: {error.strerror}") from None
 
 
 def load_references(config: MountConfig, progress: Progress | None = None) -> Loaded:
@@ -145,6 +221,65 @@ def fuse_options(config: MountConfig) -> set[str]:
     return options - OVERRIDDEN_FUSE_OPTIONS
 
 
+class _FuseArgs(ctypes.Structure):
+    """libfuse's ``struct fuse_args``."""
+
+    _fields_ = (
+        ("argc", ctypes.c_int),
+        ("argv", ctypes.POINTER(ctypes.c_char_p)),
+        ("allocated", ctypes.c_int),
+    )
+
+
+def fuse_options_problem(options: Iterable[str]) -> str | None:
+    """Return what libfuse says against ``options``, or None when it accepts them.
+
+    Asked the way ``pyfuse3.init`` will ask it (``fuse_session_new`` with one ``-o`` per
+    option, ASCII only), without mounting: so an unknown or malformed FUSE option stops the
+    command before the set is read. None too when libfuse cannot be loaded here.
+    """
+    encoded: list[bytes] = []
+    for option in sorted(options):
+        if not option.isascii():
+            return f"not ASCII: {option}"
+        encoded.append(option.encode("ascii"))
+    name = ctypes.util.find_library("fuse3")
+    if name is None:
+        return None
+    library = ctypes.CDLL(name)
+    library.fuse_session_new.restype = ctypes.c_void_p
+    library.fuse_session_new.argtypes = (
+        ctypes.POINTER(_FuseArgs),
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_void_p,
+    )
+    library.fuse_session_destroy.argtypes = (ctypes.c_void_p,)
+    library.fuse_opt_free_args.argtypes = (ctypes.POINTER(_FuseArgs),)
+    words = [b"refmount", *(word for option in encoded for word in (b"-o", option))]
+    argv = (ctypes.c_char_p * (len(words) + 1))(*words, None)
+    args = _FuseArgs(len(words), argv, 0)
+    no_operations = ctypes.create_string_buffer(ctypes.sizeof(ctypes.c_void_p))
+    with tempfile.TemporaryFile() as said:  # libfuse complains on stderr: keep its words
+        saved = os.dup(2)
+        try:
+            os.dup2(said.fileno(), 2)
+            session = library.fuse_session_new(
+                ctypes.byref(args), no_operations, len(no_operations), None
+            )
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        said.seek(0)
+        complaint = said.read(4096).decode(errors="replace")
+    library.fuse_opt_free_args(ctypes.byref(args))
+    if session:
+        library.fuse_session_destroy(session)
+        return None
+    lines = [line.strip() for line in complaint.splitlines() if line.startswith("fuse:")]
+    return "; ".join(line.removeprefix("fuse: ") for line in lines) or "libfuse refuses them"
+
+
 def mount_and_serve(
     config: MountConfig,
     loaded: Loaded,
@@ -175,7 +310,7 @@ def mount_and_serve(
     )
     operations = FuseOperations(filesystem, timeout=config.attr_timeout, xattrs=config.xattrs)
     mountpoint = config.mountpoint
-    check_mountpoint(mountpoint)
+    check_mountpoint(mountpoint, config.nonempty)  # again: it may have changed since
     # Hold SIGINT/SIGTERM from the moment the mount exists until trio listens for them, so a
     # signal in between is handled (late) instead of killing us with the mount left behind.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)

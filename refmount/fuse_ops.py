@@ -40,7 +40,8 @@ def _boundary(
     """Wrap a handler so that only ``FUSEError`` can leave it, timing and counting each call.
 
     Every call is recorded in the filesystem's ``Statistics`` under the handler's name, with
-    its latency and, when it fails, the errno the kernel gets.
+    its latency and, when it fails, the errno the kernel gets (a deliberate ``ENOSYS`` is
+    not a failure).
     """
     name = handler.__name__
 
@@ -51,7 +52,9 @@ def _boundary(
         try:
             return await handler(self, *args, **kwargs)
         except pyfuse3.FUSEError as error:
-            failure = error.errno
+            # ENOSYS is the protocol's "not implemented, never ask again" (see the class
+            # docstring), the answer chosen for those operations: counted, not an error
+            failure = None if error.errno == errno.ENOSYS else error.errno
             raise
         except FilesystemError as error:
             failure = error.errno

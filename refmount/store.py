@@ -147,6 +147,11 @@ class StorageOptions:
         return chain
 
 
+def is_known_protocol(name: str) -> bool:
+    """Return True if fsspec knows the protocol ``name`` (its package may still be missing)."""
+    return name in fsspec.available_protocols()
+
+
 def _is_prefix(key: str) -> bool:
     return "://" in key and bool(protocol_of(key))
 

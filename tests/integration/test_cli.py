@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -106,7 +107,9 @@ def test_missing_reference_file_and_mountpoint(tmp_path: Path, mount_dir: Path) 
     dataset = json_v0(tmp_path / "v0")
     result = run(str(dataset.refs), str(tmp_path / "no-such-dir"))
     assert result.returncode == 1
-    assert "does not exist" in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"refmount: error: mountpoint {tmp_path / 'no-such-dir'} does not exist"
+    ]  # checked before the set is loaded: no "loaded ..." line first
 
 
 def test_skip_invalid_mounts_the_rest(tmp_path: Path) -> None:
@@ -156,3 +159,73 @@ def test_fuse_options_pass_through(tmp_path: Path) -> None:
         assert "fuse.refmount" in line
         assert "allow_other" in line
         assert " ro," in line
+
+
+HOSTILE_CODE = """\
+import pathlib
+pathlib.Path(__file__).resolve().parent.joinpath("{marker}").write_text("imported")
+raise SystemExit(99)
+"""
+
+
+def console_script() -> Path:
+    """Return the installed ``refmount`` command of this environment (as a user runs it)."""
+    script = Path(sys.executable).parent / "refmount"
+    if not script.exists():
+        pytest.skip("no refmount console script next to the interpreter")
+    return script
+
+
+@pytest.mark.parametrize("layout", ["module", "package"])
+def test_the_background_daemon_never_imports_from_the_current_directory(
+    tmp_path: Path, mount_dir: Path, layout: str
+) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    hostile = tmp_path / "hostile"
+    hostile.mkdir()
+    marker = "imported-from-the-current-directory"
+    if layout == "module":
+        (hostile / "refmount.py").write_text(HOSTILE_CODE.format(marker=marker))
+        markers = [hostile / marker]
+    else:
+        (hostile / "refmount").mkdir()
+        for name in ("__init__.py", "__main__.py", "cli.py"):
+            (hostile / "refmount" / name).write_text(HOSTILE_CODE.format(marker=marker))
+        markers = [hostile / marker, hostile / "refmount" / marker]
+    try:
+        result = subprocess.run(
+            [str(console_script()), str(dataset.refs), str(mount_dir)],
+            cwd=hostile,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert (mount_dir / "text").read_bytes() == dataset.expected["text"]
+        assert not any(path.exists() for path in markers)
+    finally:
+        unmount(mount_dir)
+    wait_until_unmounted(mount_dir)
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ("bogus_option", "unknown option(s): `-o bogus_option'"),
+        ("uid=4294967295", "uid 4294967295 is out of range"),
+        ("timeout=0", "timeout must be more than 0"),
+    ],
+)
+def test_bad_options_stop_the_command_before_anything_is_read(
+    tmp_path: Path, mount_dir: Path, options: str, words: str
+) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    for foreground in ((), ("-f",)):
+        result = run(*foreground, "-o", options, str(dataset.refs), str(mount_dir))
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr  # no "loaded", no traceback
+        assert lines[0].startswith("refmount: error: ")
+        assert words in lines[0]
+        assert not is_mounted(mount_dir)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import stat
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +17,13 @@ import fsspec
 import pytest
 
 from tests.integration.datasets import Dataset, json_v0, json_v1, target_bytes, zarray
-from tests.integration.mounting import Mount, mounted, requires_fuse
+from tests.integration.mounting import (
+    Mount,
+    mounted,
+    refmount_command,
+    requires_fuse,
+    unmount,
+)
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 
@@ -262,3 +270,121 @@ def base64_ref(data: bytes) -> str:
     import base64
 
     return "base64:" + base64.b64encode(data).decode()
+
+
+# ---------------------------------------------------------------------- the mountpoint
+
+
+def mounts_at(path: Path) -> list[str]:
+    """Return the filesystem types mounted on ``path``, from /proc/self/mountinfo."""
+    with open("/proc/self/mountinfo") as mountinfo:
+        lines = [line.split(" - ", 1) for line in mountinfo]
+    return [tail.split()[0] for head, tail in lines if head.split()[4] == str(path)]
+
+
+def daemon_pid(mountpoint: Path) -> int:
+    """Return the PID of the background daemon this test started for ``mountpoint``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--foreground" in words and str(mountpoint).encode() in words:
+            return int(entry.name)
+    raise AssertionError(f"no refmount daemon for {mountpoint}")
+
+
+def run_refmount(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command (in the background unless told -f); a generous deadline: no hang."""
+    return subprocess.run(
+        refmount_command(*args), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+WATCHER_ATTEMPTS = 3
+"""fusermount3's watcher (libfuse 3.14) unmounts only if opening the mountpoint fails with
+ENOTCONN; when it opens it while the kernel is still aborting the dead daemon's requests it
+gets ECONNABORTED and leaves the mount (seen about once in 15 kills). A new mount and kill
+is tried then; a mount left every time fails the test."""
+
+
+def mount_and_kill_with_auto_unmount(refs: Path, mountpoint: Path, expected: bytes) -> bool:
+    """Mount in the background with auto_unmount, read, SIGKILL the daemon; True if the mount
+    went away (within a generous deadline)."""
+    result = run_refmount("-o", "auto_unmount", str(refs), str(mountpoint))
+    assert result.returncode == 0, result.stderr  # returned at all: the pipe is not held
+    assert (mountpoint / "text").read_bytes() == expected
+    os.kill(daemon_pid(mountpoint), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while mounts_at(mountpoint):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_auto_unmount_returns_and_a_killed_daemon_leaves_no_mount(
+    tmp_path: Path, mount_dir: Path
+) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    try:
+        for _ in range(WATCHER_ATTEMPTS):
+            if mount_and_kill_with_auto_unmount(dataset.refs, mount_dir, dataset.expected["text"]):
+                break
+            unmount(mount_dir)  # the watcher's race: clear the stale mount, try again
+        else:
+            raise AssertionError(f"the mount outlived its daemon {WATCHER_ATTEMPTS} times")
+    finally:
+        unmount(mount_dir)
+
+
+def test_a_second_mount_on_the_same_directory_is_refused(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        result = run_refmount("-f", str(dataset.refs), str(mount.path))
+        assert result.returncode == 1
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith(f"refmount: error: mountpoint {mount.path} already has a FUSE")
+        assert "fuse.refmount from refmount" in lines[0]
+        assert mounts_at(mount.path) == ["fuse.refmount"]
+        assert "loaded" not in result.stderr  # refused before the set is read
+
+
+def test_a_bind_mount_is_a_fine_mountpoint(tmp_path: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    source, target = tmp_path / "source", tmp_path / "bind"
+    source.mkdir()
+    target.mkdir()
+    subprocess.run(["mount", "--bind", str(source), str(target)], check=True)
+    bind = mounts_at(target)
+    try:
+        assert len(bind) == 1
+        result = run_refmount(str(dataset.refs), str(target))
+        assert result.returncode == 0, result.stderr
+        assert mounts_at(target)[-1] == "fuse.refmount"
+        assert (target / "text").read_bytes() == dataset.expected["text"]
+        subprocess.run(["fusermount3", "-u", str(target)], check=True)
+        assert mounts_at(target) == bind  # the bind mount is left
+    finally:
+        if mounts_at(target)[-1] == "fuse.refmount":
+            subprocess.run(["fusermount3", "-u", "-z", str(target)], check=False)
+        subprocess.run(["umount", str(target)], check=True)
+
+
+def test_a_non_empty_mountpoint_needs_nonempty(tmp_path: Path, mount_dir: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    (mount_dir / "hidden.txt").write_text("mine")
+    result = run_refmount("-f", str(dataset.refs), str(mount_dir))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"refmount: error: mountpoint {mount_dir} is not empty: the mount would hide its "
+        "files; give -o nonempty to mount over them anyway"
+    ]
+    assert mounts_at(mount_dir) == []
+    with mounted(dataset.refs, mount_dir, "-o", "nonempty") as mount:
+        assert (mount.path / "text").read_bytes() == dataset.expected["text"]
+        assert not (mount.path / "hidden.txt").exists()
+    assert (mount_dir / "hidden.txt").read_text() == "mine"

@@ -9,6 +9,7 @@ import os
 import re
 import stat
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 import refmount
+from refmount import cli
 from refmount.errors import ReferenceFormatError
 from refmount.formats import LoadOptions, load
 from tests.fakes import LocalSource
@@ -415,5 +417,6 @@ def test_nothing_runs_a_shell() -> None:
     launcher = (package / "cli.py").read_text()
     call = launcher[launcher.index("subprocess.Popen(") :]
     call = call[: call.index("\n    )")]
-    assert "[sys.executable, " in call  # an argument list: no shell parses it
+    assert "background_command(argv)" in call
+    assert cli.background_command(["r", "m"])[0] == sys.executable  # a list: no shell parses it
     assert "shell" not in call

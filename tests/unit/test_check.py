@@ -150,6 +150,13 @@ def test_a_missing_file_is_malformed(tmp_path: Path) -> None:
     summary = check(LocalSource(tmp_path / "absent.json"))
     assert summary.malformed
     assert "cannot read" in summary.problems[0].problem
+    assert summary.format == "unreadable"
+    report = format_summary(summary)
+    assert (
+        report.splitlines()[0]
+        == f"{tmp_path / 'absent.json'}: cannot be read, so it cannot be mounted"
+    )
+    assert "JSON" not in report
 
 
 def parquet_set(tmp_path: Path) -> LocalSource:

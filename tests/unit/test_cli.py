@@ -174,7 +174,7 @@ def test_the_background_child_gets_foreground_first(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(subprocess, "Popen", Child)
     assert cli.run_in_background(["--", "check", "/mnt/x"]) == 2
-    assert commands[0][3:] == ["--foreground", "--", "check", "/mnt/x"]
+    assert commands[0][1:] == ["-P", "-m", "refmount", "--foreground", "--", "check", "/mnt/x"]
 
 
 def test_check_exit_status_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -324,3 +324,129 @@ def test_bad_tune_read_ahead_is_a_usage_error(
         parse_args(["-o", f"tune_read_ahead={size}", "refs.json", str(tmp_path)])
     assert caught.value.code == 2
     assert words in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- every value checked
+
+HUGE = "9" * 400  # float() of it is infinity
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--uid", "4294967295"], "uid 4294967295 is out of range (0 to 4294967294)"),
+        (["-o", "gid=99999999999999999999"], "gid 99999999999999999999 is out of range"),
+        (["--uid", "-1"], "uid must be a number or a known name, not '-1'"),
+        (["--uid", ""], "uid must be a number or a known name, not ''"),
+        (["--cache-size", HUGE], "is too large"),
+        (["--cache-size", ""], "not a size: ''"),
+        (["-o", "cache_size=nan"], "not a size: 'nan'"),
+        (["-o", "cache_size=-1"], "not a size: '-1'"),
+        (["--tune-read-ahead", HUGE], "is too large"),
+        (["--tune-read-ahead", ""], "not a size: ''"),
+        (["--timeout", "0"], "timeout must be more than 0"),
+        (["--timeout", "inf"], "not a duration: 'inf'"),
+        (["--timeout", HUGE], "is too long"),
+        (["--timeout", ""], "not a duration: ''"),
+        (["-o", "attr_timeout=NaN"], "not a duration: 'NaN'"),
+        (["--attr-timeout", HUGE], "is too long"),
+        (["--retries", "1000"], "retries 1000 is too many (at most 100)"),
+        (["--retries", HUGE], "is too many"),
+        (["--retries", ""], "retries must be a whole number, not ''"),
+        (["-o", "log_level=loud"], "log_level must be one of debug, info, warning, error"),
+        (["--log-file", ""], "--log-file must not be empty"),
+        (["--log-file", "/nonexistent/refmount/x.log"], "directory /nonexistent/refmount"),
+        (["--target", ""], "--target must not be empty"),
+        (["--remote-protocol", ""], "--remote-protocol must not be empty"),
+        (["--remote-protocol", "nosuchproto"], "'nosuchproto' is not a protocol fsspec knows"),
+        (["--remote-options", ""], "--remote-options is not valid JSON"),
+        (["--remote-options", "NaN"], "--remote-options must be a JSON object"),
+        (["--target-options", "{"], "--target-options is not valid JSON"),
+        (["--umask", "-1"], "not a umask: '-1'"),
+        (["-o", "s3_endpoint_url=localhost:9000"], "must be an http:// or https:// URL"),
+        (["-o", "foreground=no"], "-o foreground is a switch and takes no value"),
+        (["-o", "skip_invalid=0"], "-o skip_invalid is a switch"),
+        (["-o", "s3_anon=false"], "-o s3_anon is a switch"),
+        (["-o", "xattr=1"], "-o xattr is a switch"),
+        (["-o", "nonempty=yes"], "-o nonempty is a switch"),
+    ]
+    + [
+        (["-o", name], f"-o {name} needs a value: {name}=...")
+        for name in (
+            "cache_size",
+            "timeout",
+            "attr_timeout",
+            "retries",
+            "remote_options",
+            "target_options",
+            "target",
+            "remote_protocol",
+            "log_level",
+            "log_file",
+            "uid",
+            "gid",
+            "umask",
+            "tune_read_ahead",
+            "local_root",
+            "s3_endpoint_url",
+            "s3_region",
+        )
+    ]
+    + [(["-o", "cache_size="], "-o cache_size needs a value")],
+)
+def test_every_bad_value_exits_2_with_one_line(
+    tmp_path: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_args([*argv, "refs.json", str(tmp_path)])
+    assert caught.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("refmount: error: ")
+    assert message in lines[0]
+
+
+def test_empty_refs_or_mountpoint_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, message in ((["", "/mnt"], "REFS must not be empty"), (["r.json", ""], "MOUNTPOINT")):
+        with pytest.raises(SystemExit) as caught:
+            parse_args(argv)
+        assert caught.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_values_at_the_edges_are_accepted(tmp_path: Path) -> None:
+    config, _ = parse_args(
+        ["-o", "uid=4294967294,gid=0,retries=100,timeout=1ms,attr_timeout=0", "r.json", "/mnt"]
+    )
+    assert (config.uid, config.gid, config.retry.retries) == (4294967294, 0, 100)
+    assert config.retry.timeout == 0.001
+    assert config.attr_timeout == 0.0
+    log = tmp_path / "new.log"
+    config, args = parse_args(["--log-file", str(log), "--remote-protocol", "s3", "r", "/m"])
+    assert args.log_file == str(log)
+    assert config.remote_protocol == "s3"
+    assert not log.exists()  # checked, not created
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-o", "target"], "-o target needs a value: target=..."),
+        (["-o", "remote_protocol="], "-o remote_protocol needs a value"),
+        (["-o", "s3_anon=1"], "-o s3_anon is a switch"),
+        (["--remote-protocol", "nosuchproto"], "not a protocol fsspec knows"),
+        (["--target", ""], "--target must not be empty"),
+        (["--remote-options", "[1]"], "--remote-options must be a JSON object"),
+    ],
+)
+def test_check_refuses_bad_option_values_with_one_line(
+    tmp_path: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refs = tmp_path / "refs.json"
+    refs.write_text("{}")
+    with pytest.raises(SystemExit) as caught:
+        main(["check", *argv, str(refs)])
+    assert caught.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert message in lines[0]

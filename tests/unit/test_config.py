@@ -23,7 +23,9 @@ def test_sizes(text: str, expected: int) -> None:
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "M", "-1", "1X", "1.2.3"])
+@pytest.mark.parametrize(
+    "text", ["", "M", "-1", "1X", "1.2.3", "nan", "inf", "1e9", "9" * 400, "8388608T"]
+)
 def test_bad_sizes(text: str) -> None:
     with pytest.raises(ValueError, match="not a size"):
         parse_size(text)
@@ -37,6 +39,12 @@ def test_durations(text: str, expected: float) -> None:
     assert parse_duration(text) == expected
 
 
-def test_bad_duration() -> None:
+@pytest.mark.parametrize("text", ["soon", "", "-1", "nan", "inf", "1e3", "9" * 400, "876001h"])
+def test_bad_duration(text: str) -> None:
     with pytest.raises(ValueError, match="not a duration"):
-        parse_duration("soon")
+        parse_duration(text)
+
+
+def test_the_largest_values_are_accepted() -> None:
+    assert parse_size("8388607T") == 8388607 * 1024**4
+    assert parse_duration("876000h") == 876000 * 3600.0

@@ -13,7 +13,9 @@ from refmount.daemon import (
     check_local_targets,
     check_mountpoint,
     fuse_options,
+    fuse_options_problem,
     load_references,
+    mounts_on,
     prepare_targets,
 )
 from refmount.errors import MountError, ReferenceFormatError
@@ -42,6 +44,61 @@ def test_check_mountpoint(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(MountError, match="not a directory"):
         check_mountpoint(tmp_path / "file")
+
+
+def mountinfo_line(mountpoint: str, fstype: str, source: str) -> str:
+    escaped = mountpoint.replace("\\", "\\134").replace(" ", "\\040")
+    return f"36 35 0:42 / {escaped} rw,nosuid shared:1 - {fstype} {source} rw\n"
+
+
+def test_mounts_on_reads_mountinfo_with_its_escapes(tmp_path: Path) -> None:
+    mountpoint = tmp_path / "with space\\and slash"
+    mountpoint.mkdir()
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        mountinfo_line("/", "ext4", "/dev/sda1")
+        + mountinfo_line(str(mountpoint), "autofs", "systemd-1")
+        + mountinfo_line(str(mountpoint) + "x", "fuse.other", "other")
+        + mountinfo_line(str(mountpoint), "fuse.refmount", "refmount")
+    )
+    found = mounts_on(mountpoint, mountinfo)
+    assert [(entry.fstype, entry.source) for entry in found] == [
+        ("autofs", "systemd-1"),
+        ("fuse.refmount", "refmount"),
+    ]
+    assert [entry.is_fuse for entry in found] == [False, True]
+    assert mounts_on(mountpoint, tmp_path / "no-proc") == []
+
+
+@pytest.mark.parametrize("fstype", ["fuse", "fuseblk", "fuse.sshfs", "fuse.refmount"])
+def test_a_fuse_mount_there_is_refused(tmp_path: Path, fstype: str) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    mountinfo.write_text(mountinfo_line(str(mountpoint), fstype, "somefs"))
+    with pytest.raises(MountError, match=rf"already has a FUSE filesystem .*{fstype} from somefs"):
+        check_mountpoint(mountpoint, nonempty=True, mountinfo=mountinfo)
+
+
+@pytest.mark.parametrize("fstype", ["autofs", "ext4", "tmpfs"])
+def test_automount_and_bind_mounts_are_fine(tmp_path: Path, fstype: str) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    mountinfo.write_text(mountinfo_line(str(mountpoint), fstype, "/dev/sda1"))
+    check_mountpoint(mountpoint, mountinfo=mountinfo)
+
+
+def test_a_non_empty_mountpoint_needs_nonempty(tmp_path: Path) -> None:
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    (mountpoint / ".hidden").write_text("x")
+    with pytest.raises(MountError, match=r"is not empty: .* give -o nonempty"):
+        check_mountpoint(mountpoint)
+    check_mountpoint(mountpoint, nonempty=True)
+    mountinfo = tmp_path / "mountinfo"  # an automount point's own entries are its business
+    mountinfo.write_text(mountinfo_line(str(mountpoint), "autofs", "systemd-1"))
+    check_mountpoint(mountpoint, mountinfo=mountinfo)
 
 
 def test_local_targets_outside_the_roots_refuse_the_set(tmp_path: Path) -> None:
@@ -96,3 +153,27 @@ def test_the_targets_of_the_first_keys_are_prepared(monkeypatch: pytest.MonkeyPa
     assert asked == [{"s3://bucket/a.nc", "http://127.0.0.1:1/b.bin", "s3://bucket/c.nc"}]
     prepare_targets(store, refs, most=3)  # a sample: only the first keys
     assert asked[1] == {"s3://bucket/a.nc"}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        set(DEFAULT_FUSE_OPTIONS),
+        {*DEFAULT_FUSE_OPTIONS, "allow_other", "auto_unmount", "noatime", "max_read=131072"},
+    ],
+)
+def test_libfuse_accepts_what_it_knows(options: set[str]) -> None:
+    assert fuse_options_problem(options) is None
+
+
+@pytest.mark.parametrize(
+    ("option", "words"),
+    [
+        ("bogus", "unknown option(s): `-o bogus'"),
+        ("nonempty", "unknown option(s): `-o nonempty'"),  # why refmount takes it out
+        ("max_read=abc", "invalid parameter in option `max_read=abc'"),
+        ("fsname=é", "not ASCII: fsname=é"),
+    ],
+)
+def test_libfuse_refuses_what_it_does_not_know(option: str, words: str) -> None:
+    assert fuse_options_problem({*DEFAULT_FUSE_OPTIONS, option}) == words

@@ -86,6 +86,9 @@ async def test_without_xattrs_the_kernel_is_told_never_to_ask_again() -> None:
         with pytest.raises(pyfuse3.FUSEError) as raised:
             await call
         assert raised.value.errno == errno.ENOSYS
+    statistics = ops._fs.statistics.operations  # a chosen answer, not an error
+    assert (statistics["getxattr"].count, statistics["getxattr"].errors) == (2, 0)
+    assert (statistics["listxattr"].count, statistics["listxattr"].errors) == (1, 0)
 
 
 async def test_with_xattrs_files_have_theirs_and_others_are_enodata() -> None:
@@ -172,6 +175,8 @@ async def test_flush_is_declined_once_for_the_whole_connection() -> None:
     with pytest.raises(pyfuse3.FUSEError) as raised:
         await ops.flush(info.fh)
     assert raised.value.errno == errno.ENOSYS
+    flush = ops._fs.statistics.operations["flush"]
+    assert (flush.count, flush.errors, flush.errnos) == (1, 0, {})
     assert await ops.read(info.fh, 0, 10) == b"hello"  # the file stays open and readable
     await ops.release(info.fh)
 
