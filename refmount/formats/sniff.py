@@ -151,13 +151,15 @@ def _inflate_members(data: bytes, most: int, new: Callable[[], _Inflater], more:
     while rest and produced < most:
         inflater = new()
         pending = rest
-        while not inflater.eof and produced < most:
+        while produced < most:
             piece = inflater.decompress(pending, min(_PIECE, most - produced))
             pending = b""
-            if not piece and inflater.needs_input:
-                raise EOFError("compressed data ended before the end of the stream")
             pieces.append(piece)
             produced += len(piece)
+            if inflater.eof:
+                break
+            if not piece and inflater.needs_input:
+                raise EOFError("compressed data ended before the end of the stream")
         if not inflater.eof:
             break  # the cap was reached
         rest = inflater.unused_data
