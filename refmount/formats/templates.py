@@ -462,6 +462,14 @@ _DIGITS = re.compile(r"\d+")
 
 def _check_format(template: str) -> None:
     """Refuse a format whose width or precision (``%9999999d``, ``{:>9999999}``) is too large."""
+    widest = _widest(template)
+    if widest > _MAX_RESULT_ITEMS:
+        raise RenderLimitError(f"a format width of {widest:,} is too large")
+
+
+@functools.lru_cache(maxsize=4096)
+def _widest(template: str) -> int:
+    """Return the largest width or precision in a ``%`` or ``{}`` format (0 if none)."""
     numbers = [int(n) for width in _PERCENT_SPEC.findall(template) for n in width if n]
     try:
         parsed = list(string.Formatter().parse(template))
@@ -469,8 +477,7 @@ def _check_format(template: str) -> None:
         parsed = []
     for _, _, spec, _ in parsed:
         numbers.extend(int(n) for n in _DIGITS.findall(spec or ""))
-    if any(number > _MAX_RESULT_ITEMS for number in numbers):
-        raise RenderLimitError(f"a format width of {max(numbers):,} is too large")
+    return max(numbers, default=0)
 
 
 def _check_binop(operator: str, left: object, right: object) -> None:
