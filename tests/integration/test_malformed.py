@@ -33,6 +33,7 @@ from tests.integration.mounting import (
     requires_fuse,
     unmount,
 )
+from tests.servers import RangeHTTPServer
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 
@@ -858,3 +859,19 @@ def test_a_hostile_template_stops_the_load_naming_the_key(tmp_path: Path, attack
     outcome = run_bounded(tmp_path, "-f", str(refs), str(tmp_path / "mnt"))
     assert_refused(outcome, refs, problem, key="g/0")
     assert "refused to render" in outcome.stderr
+
+
+@pytest.mark.http
+@pytest.mark.parametrize("ignore_range", [False, True], ids=["ranges", "whole-body"])
+def test_a_remote_reference_file_counts_against_the_cap_as_it_streams(
+    tmp_path: Path, http_server: RangeHTTPServer, ignore_range: bool
+) -> None:
+    http_server.ignore_range = ignore_range
+    url = http_server.add("/refs.json", b'{"k": "' + b"x" * (128 << 20) + b'"}')
+    (tmp_path / "mnt").mkdir()
+    outcome = run_bounded(tmp_path, "-f", "--max-refs-size", "1M", url, str(tmp_path / "mnt"))
+    assert outcome.status == 2, outcome.stderr
+    assert url in outcome.stderr
+    assert "is more than 1,048,576 bytes" in outcome.stderr
+    # the body is 128 MiB: read whole it would show here, read as a stream it does not
+    assert outcome.peak_kib < 100 * 1024, outcome.peak_kib
