@@ -637,7 +637,10 @@ class FsspecSource:
         try:
             if self._max_size is None:
                 return cast(bytes, self._fs.cat_file(path))
-            with self._fs.open(path, "rb") as file:
+            # HTTP: one streamed GET (block_size 0), not a range request per block.
+            protocols = self._fs.protocol
+            streamed = "http" in (protocols if isinstance(protocols, tuple) else (protocols,))
+            with self._fs.open(path, "rb", **({"block_size": 0} if streamed else {})) as file:
                 return self._read_capped(file, self._max_size)
         except IsADirectoryError as error:
             raise FileNotFoundError(path) from error
