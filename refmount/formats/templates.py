@@ -217,6 +217,7 @@ class Templates:
             raise ReferenceFormatError(self._source, key, problem) from exc
         finally:
             self._spent += time.monotonic() - started
+            _CLOCK.deadline = float("inf")  # a template function called later starts afresh
 
 
 def _plan(text: str) -> _Plan | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import jinja2
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from jinja2.sandbox import SandboxedEnvironment
 
 from refmount.errors import ReferenceFormatError
+from refmount.formats import templates
 from refmount.formats.templates import TemplateFunction, Templates, compile_template
 
 SOURCE = "refs.json"
@@ -250,3 +252,10 @@ def test_ordinary_filters_loops_and_formats_still_render() -> None:
     text = '{{ "%05d"|format(7) }}/{{ "a" * 3 }}/{{ [1, 2]|join(",") }}/{{ "x".center(5) }}'
     text += "{% for i in range(3) %}{{ i }}{% endfor %}{{ '{:>4}'.format(1) }}"
     assert render({}, text) == "00007/aaa/1,2/  x  012   1"
+
+
+def test_the_clock_of_one_rendering_does_not_outlive_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    render({}, "{% for i in range(3) %}{{ i }}{% endfor %}")
+    later = time.monotonic() + 3600
+    monkeypatch.setattr(templates.time, "monotonic", lambda: later)
+    assert TemplateFunction("f", "{% for i in range(2) %}{{ x }}{% endfor %}")(x="a") == "aa"
