@@ -311,6 +311,7 @@ def _count_explicit(
     """
     count = 0
     chunks: dict[str, int] = {}
+    deepest = max((path.count("/") for path in arrays), default=0)
     keys = references.keys()  # a ReferenceSet is not a mapping
     for key in keys:
         reference = references.get(key)
@@ -318,23 +319,34 @@ def _count_explicit(
             continue
         count += 1
         summary.add(key, reference)
-        array = _array_of_chunk(key, arrays)
+        array = _array_of_chunk(key, arrays, deepest) if arrays else None
         if array is not None:
             chunks[array] = chunks.get(array, 0) + 1
     return count, chunks
 
 
-def _array_of_chunk(key: str, arrays: set[str]) -> str | None:
-    """Return the array that ``key`` is a chunk of, or None (metadata, or outside arrays)."""
+def _array_of_chunk(key: str, arrays: set[str], deepest: int) -> str | None:
+    """Return the array that ``key`` is a chunk of, or None (metadata, or outside arrays).
+
+    ``deepest`` is the most ``/`` in an array path: only that many leading directories of
+    the key are tried, so that a key thousands of directories deep costs no more than a short
+    one (each shorter parent as a string would cost the square of the depth).
+    """
     parent, _, name = key.rpartition("/")
     if name in METADATA_NAMES:
         return None
-    while True:
-        if parent in arrays:
-            return parent
-        if not parent:
-            return None
-        parent = parent.rpartition("/")[0]
+    cuts: list[int] = []
+    position = -1
+    for _ in range(deepest + 1):
+        position = parent.find("/", position + 1)
+        if position < 0:
+            cuts.append(len(parent))
+            break
+        cuts.append(position)
+    for cut in reversed(cuts):
+        if parent[:cut] in arrays:
+            return parent[:cut]
+    return "" if "" in arrays else None
 
 
 def _scan(

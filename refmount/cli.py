@@ -24,6 +24,7 @@ from refmount.config import (
     MountConfig,
     ReadConfig,
     RetryConfig,
+    default_max_refs_size,
     parse_duration,
     parse_size,
     parse_umask,
@@ -107,6 +108,12 @@ malformed reference file.
 """
 
 
+MAX_REFS_SIZE_HELP = (
+    "largest reference file, as stored and once decompressed, e.g. 2G "
+    "(default: 16G or half the available memory, whichever is less)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``refmount`` command."""
     parser = argparse.ArgumentParser(
@@ -155,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip keys that cannot be mounted (with one warning each) instead of refusing",
     )
+    parser.add_argument("--max-refs-size", metavar="SIZE", help=MAX_REFS_SIZE_HELP)
     parser.add_argument(
         "--log-level",
         choices=["debug", "info", "warning", "error"],
@@ -289,6 +297,7 @@ _OWN_OPTIONS = frozenset(
         "tune_read_ahead",
         "xattr",
         "nonempty",
+        "max_refs_size",
     }
 )
 """refmount options that ``-o name=value`` may set, named like their command-line flags."""
@@ -386,6 +395,7 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             pin_versions=not args.no_pin,
             xattrs=bool(args.xattr),
             nonempty=bool(args.nonempty),
+            max_refs_size=_max_refs_size(args.max_refs_size),
         )
         args.kernel_tuning = kernel_tuning(args)
     except ValueError as error:
@@ -460,6 +470,16 @@ def _timeout(text: str) -> float:
     if seconds <= 0:
         raise ValueError(f"timeout must be more than 0, not {text!r}")
     return seconds
+
+
+def _max_refs_size(text: str | None) -> int | None:
+    """Parse ``--max-refs-size`` (None: the default); a cap of 0 bytes is refused."""
+    if text is None:
+        return None
+    size = parse_size(str(text))
+    if size < 1:
+        raise ValueError(f"--max-refs-size must be at least 1 byte, not {text!r}")
+    return size
 
 
 def kernel_tuning(args: argparse.Namespace) -> KernelTuning | None:
@@ -635,7 +655,13 @@ s3_anon, s3_requester_pays), the others are ignored.
 exit status: 0 no problems, 2 the set is malformed or has problems (or bad arguments).
 """
 
-_CHECK_OPTIONS = ("remote_protocol", "remote_options", "target_options", "target")
+_CHECK_OPTIONS = (
+    "remote_protocol",
+    "remote_options",
+    "target_options",
+    "target",
+    "max_refs_size",
+)
 
 
 def build_check_parser() -> argparse.ArgumentParser:
@@ -664,6 +690,7 @@ def build_check_parser() -> argparse.ArgumentParser:
     parser.add_argument("--remote-options", metavar="JSON", help="as for mounting (--sizes)")
     parser.add_argument("--target-options", metavar="JSON", help="as for mounting")
     parser.add_argument("--target", metavar="URL", help="as for mounting")
+    parser.add_argument("--max-refs-size", metavar="SIZE", help="as for mounting")
     return parser
 
 
@@ -692,6 +719,7 @@ def check_main(argv: Sequence[str]) -> int:
             _check_protocol(args.remote_protocol)
         target_options = _json_object("--target-options", args.target_options)
         remote_options = _json_object("--remote-options", args.remote_options)
+        cap = _max_refs_size(args.max_refs_size) or default_max_refs_size()
     except ValueError as error:
         _usage_error(str(error))
     setup_logging("warning", journald="JOURNAL_STREAM" in os.environ)
@@ -702,7 +730,7 @@ def check_main(argv: Sequence[str]) -> int:
     refs = _absolute(args.refs)
     s3 = _s3_options(shortcuts)
     try:
-        source = FsspecSource(refs, StorageOptions(target_options, s3))
+        source = FsspecSource(refs, StorageOptions(target_options, s3), cap)
     except (OSError, ValueError, ImportError) as error:
         print(f"refmount: error: {refs}: cannot open: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -710,6 +738,7 @@ def check_main(argv: Sequence[str]) -> int:
         target=None if args.target is None else _absolute(args.target),
         remote_protocol=args.remote_protocol,
         progress=ProgressReporter(refs, sys.stderr),
+        max_size=cap,
     )
     store = Store(StorageOptions(remote_options, s3)) if args.sizes else None
     summary = check.check_references(

@@ -24,7 +24,7 @@ import pyfuse3
 import trio
 
 from refmount import heap, kernel, notify
-from refmount.config import MountConfig
+from refmount.config import MountConfig, default_max_refs_size
 from refmount.errors import MountError, ReferenceFormatError
 from refmount.filesystem import Owner, RefFilesystem
 from refmount.formats import LoadOptions, load
@@ -160,7 +160,8 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
     started = time.monotonic()
     try:
         storage = StorageOptions(config.target_options, config.s3_options)
-        source = FsspecSource(config.refs, storage)
+        cap = config.max_refs_size or default_max_refs_size()
+        source = FsspecSource(config.refs, storage, cap)
     except (OSError, ValueError, ImportError) as error:
         raise ReferenceFormatError(config.refs, None, f"cannot open: {error}") from error
     options = LoadOptions(
@@ -168,6 +169,7 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
         remote_protocol=config.remote_protocol,
         skip_invalid=config.skip_invalid,
         progress=progress,
+        max_size=cap,
     )
     try:
         references = load(source, options)

@@ -48,6 +48,17 @@ class ReferenceFormatError(RefmountError):
         super().__init__(f"{where}: {problem}")
 
 
+def too_large(source: str, limit: int, what: str = "is") -> ReferenceFormatError:
+    """Return the error for a reference file that ``what`` (is, inflates to) more than ``limit``
+    bytes: the cap that ``--max-refs-size`` sets."""
+    return ReferenceFormatError(
+        source,
+        None,
+        f"{what} more than {limit:,} bytes, the limit on a reference file "
+        "(--max-refs-size, -o max_refs_size=SIZE)",
+    )
+
+
 class MountError(RefmountError):
     """The mountpoint cannot be used (missing, stale, busy, not permitted)."""
 

@@ -38,7 +38,7 @@ import fsspec.core
 import trio
 from fsspec.implementations.local import LocalFileSystem
 
-from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError
+from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError, too_large
 from refmount.local_files import LocalFiles
 from refmount.urls import directory_of, protocol_of
 from refmount.versions import Pin
@@ -725,14 +725,21 @@ async def _wait_for_future(future: concurrent.futures.Future[T]) -> T:
     return future.result()
 
 
+SOURCE_PIECE = 4 << 20
+"""How many bytes of a reference file are read at once when its size is capped."""
+
+
 class FsspecSource:
     """A ``ReferenceSource`` read through fsspec: a reference file or Parquet directory."""
 
-    def __init__(self, url: str, options: StorageOptions | None = None) -> None:
+    def __init__(
+        self, url: str, options: StorageOptions | None = None, max_size: int | None = None
+    ) -> None:
         kwargs = (options or StorageOptions()).for_url(url)
         kwargs.pop("compression", None)  # compression is recognised from the bytes
         self._url = url
         self._fs, self._path = fsspec.core.url_to_fs(url, **kwargs)
+        self._max_size = max_size
 
     @property
     def url(self) -> str:
@@ -766,12 +773,36 @@ class FsspecSource:
         return [str(entry).rstrip("/").rpartition("/")[2] for entry in entries]
 
     def read(self, relative: str = "") -> bytes:
-        """Return the bytes of the source, or of ``relative`` below it."""
+        """Return the bytes of the source, or of ``relative`` below it.
+
+        With a ``max_size`` the file is read as a stream, and a file longer than that raises
+        ``ReferenceFormatError`` once ``max_size + 1`` bytes have come, whatever the store
+        says its size is (a remote file may be longer than announced, or endless).
+        """
         path = f"{self._path.rstrip('/')}/{relative}" if relative else self._path
         try:
-            return cast(bytes, self._fs.cat_file(path))
+            if self._max_size is None:
+                return cast(bytes, self._fs.cat_file(path))
+            # HTTP: one streamed GET (block_size 0), not a range request per block.
+            protocols = self._fs.protocol
+            streamed = "http" in (protocols if isinstance(protocols, tuple) else (protocols,))
+            with self._fs.open(path, "rb", **({"block_size": 0} if streamed else {})) as file:
+                return self._read_capped(file, self._max_size)
         except IsADirectoryError as error:
             raise FileNotFoundError(path) from error
+
+    def _read_capped(self, file: Any, cap: int) -> bytes:
+        """Return what ``file`` holds, read in pieces; raise once it passes ``cap`` bytes."""
+        pieces: list[bytes] = []
+        total = 0
+        while True:
+            piece = file.read(min(SOURCE_PIECE, cap + 1 - total))
+            if not piece:
+                return b"".join(pieces)
+            pieces.append(piece)
+            total += len(piece)
+            if total > cap:
+                raise too_large(self._url, cap)
 
     def mtime(self) -> float | None:
         """Return the source's modification time in seconds, if the store reports one."""

@@ -115,20 +115,21 @@ class BuildDir:
 
     # ----------------------------------------------------------------- once they are all in
 
-    def settle(self, path: str, problems: list[Problem]) -> None:
+    def settle(self, parts: list[str], problems: list[Problem]) -> None:
         """Sort the file names, drop repeats and hide names that are also directories.
 
-        ``path`` is the directory's own path; each repeat, and each file that is also a
-        directory, is added to ``problems``.
+        ``parts`` are the names of the directory's own path, joined only for a problem (a
+        path string per directory would cost the square of the depth); each repeat, and each
+        file that is also a directory, is added to ``problems``.
         """
         if self.runs is not None:
             for arrival, repeat in self._sort():
-                problems.append((arrival, _join(path, repeat.decode()), "duplicate key"))
+                problems.append((arrival, "/".join([*parts, repeat.decode()]), "duplicate key"))
             self.runs = self.arrivals = None
         for name, child in (self.dirs or {}).items():
             if child.created is not None and self.find(name.encode()) is not None:
                 self.hide(name)
-                problems.append((child.created, _join(path, name), _BOTH))
+                problems.append((child.created, "/".join([*parts, name]), _BOTH))
 
     def _sort(self) -> list[tuple[int, bytes]]:
         """Sort the names of several runs, keep one of each; return the others' arrivals."""
@@ -369,28 +370,27 @@ def descend(root: BuildDir, parts: list[str], arrival: int) -> BuildDir:
 
 def settle(root: BuildDir, problems: list[Problem]) -> None:
     """Settle every directory (see ``BuildDir.settle``), adding what they find to ``problems``."""
-    root.settle("", problems)
-    stack = [("", iter((root.dirs or {}).items()))]
+    parts: list[str] = []  # the path of the directory whose children ``stack[-1]`` yields
+    root.settle(parts, problems)
+    stack = [iter((root.dirs or {}).items())]
     while stack:
-        path, children = stack[-1]
-        for name, child in children:
-            child_path = _join(path, name)
-            child.settle(child_path, problems)
+        for name, child in stack[-1]:
+            parts.append(name)
+            child.settle(parts, problems)
             if child.dirs:
-                stack.append((child_path, iter(child.dirs.items())))
+                stack.append(iter(child.dirs.items()))
                 break
+            parts.pop()
         else:
             stack.pop()
+            if parts:
+                parts.pop()
 
 
 def in_order(problems: list[Problem]) -> list[tuple[str, str]]:
     """Return ``(key, problem)`` in the order the problems arose as the keys arrived."""
     problems.sort(key=lambda found: (found[0], found[1].count("/")))
     return [(key, problem) for _, key, problem in problems]
-
-
-def _join(path: str, name: str) -> str:
-    return f"{path}/{name}" if path else name
 
 
 class Columns:

@@ -92,7 +92,8 @@ def load_json(source: ReferenceSource, options: LoadOptions) -> JsonReferenceSet
     it is malformed, and ``FileNotFoundError`` if it does not exist.
     """
     url = source.url
-    data = decompress(source.read(), url)
+    cap = options.size_cap()
+    data = decompress(source.read(), url, cap)
     if is_parquet_data(data):
         raise ReferenceFormatError(
             url,
@@ -111,7 +112,7 @@ def load_json(source: ReferenceSource, options: LoadOptions) -> JsonReferenceSet
             if refs.freeze(
                 find_repeats=True
             ).has_repeated_keys:  # rare: read the file again, the ordinary way
-                refs, data = None, decompress(source.read(), url)
+                refs, data = None, decompress(source.read(), url, cap)
         if refs is None:  # not streamable: load it whole, for the established answer
             text = decode_json(data, url)
             del data  # (the text and the parsed document are big enough at once)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from refmount.config import default_max_refs_size
 from refmount.errors import ReferenceFormatError
 
 Progress = Callable[[int, int], None]
@@ -22,6 +23,8 @@ class LoadOptions:
     ``record_cache`` bounds how many Parquet record files are kept in memory at once.
     ``on_invalid`` receives each problem that ``skip_invalid`` skips, instead of a logged
     warning; ``progress`` is called every ``PROGRESS_STEP`` keys of a JSON file's ``refs``.
+    ``max_size`` caps a JSON reference file's size, raw and inflated (None: the default of
+    ``config.default_max_refs_size``, taken when the file is read).
     """
 
     target: str | None = None
@@ -30,6 +33,11 @@ class LoadOptions:
     record_cache: int = 64
     on_invalid: Callable[[ReferenceFormatError], None] | None = None
     progress: Progress | None = None
+    max_size: int | None = None
+
+    def size_cap(self) -> int:
+        """Return the cap on a reference file's raw and inflated size, in bytes."""
+        return default_max_refs_size() if self.max_size is None else self.max_size
 
 
 PROGRESS_STEP = 100_000

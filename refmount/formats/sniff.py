@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import bz2
-import gzip
 import lzma
 import zlib
 from collections.abc import Callable
+from typing import Protocol
 
-from refmount.errors import ReferenceFormatError
+from refmount.errors import ReferenceFormatError, too_large
 from refmount.urls import protocol_of
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -57,14 +57,19 @@ def compression_by_name(url: str) -> str | None:
     return None
 
 
-def decompress(data: bytes, name: str) -> bytes:
+def decompress(data: bytes, name: str, limit: int | None = None) -> bytes:
     """Return ``data`` decompressed if it is gzip, zstd, bzip2 or xz, else unchanged.
 
     The magic bytes decide. A file whose extension names a compression but whose bytes do not
     start with its magic is accepted only when it already looks like JSON (an HTTP server may
     have sent it with ``Content-Encoding`` and the transport decompressed it); otherwise it is
     corrupt. Corrupt or truncated data raises ``ReferenceFormatError`` naming ``name``.
+
+    ``limit`` caps both ``data`` and what it inflates to: decompression is streamed and stops
+    one byte past the cap, so a bomb costs no more than the cap (``ReferenceFormatError``).
     """
+    if limit is not None and len(data) > limit:
+        raise too_large(name, limit)
     compression = compression_by_magic(data)
     if compression is None:
         claimed = compression_by_name(name)
@@ -73,12 +78,16 @@ def decompress(data: bytes, name: str) -> bytes:
         raise ReferenceFormatError(
             name, None, f"the name says {claimed} but the data is not {claimed}-compressed"
         )
+    most = _UNLIMITED if limit is None else limit + 1
     try:
-        return _DECOMPRESSORS[compression](data)
+        inflated = _DECOMPRESSORS[compression](data, most)
     except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as exc:
         raise ReferenceFormatError(
             name, None, f"corrupt {compression}-compressed data: {exc}"
         ) from exc
+    if limit is not None and len(inflated) > limit:
+        raise too_large(name, limit, f"inflates ({compression}) to")
+    return inflated
 
 
 def is_parquet(url: str, is_directory: bool) -> bool:
@@ -104,37 +113,136 @@ def _is_zstd_skippable(data: bytes) -> bool:
     return len(data) >= 4 and data[1:4] == b"\x2a\x4d\x18" and data[0] & 0xF0 == 0x50
 
 
-def _gunzip(data: bytes) -> bytes:
-    return gzip.decompress(data)
+_UNLIMITED = 1 << 62
+"""An output cap that is no cap."""
+
+_PIECE = 1 << 20
+"""How many bytes a streamed decompressor is asked for at once."""
+
+_ZSTD_FEED = 256
+"""How many compressed bytes zstd is given at once: its output for that many is bounded (a
+few MiB at most), since ``zstandard``'s streaming objects take no output cap."""
 
 
-def _bunzip2(data: bytes) -> bytes:
-    return bz2.decompress(data)
+class _Inflater(Protocol):
+    """The streaming decompressors of zlib, bz2 and lzma: ``decompress`` with ``max_length``."""
+
+    @property
+    def eof(self) -> bool: ...
+
+    @property
+    def unused_data(self) -> bytes: ...
+
+    @property
+    def needs_input(self) -> bool: ...
+
+    def decompress(self, data: bytes, max_length: int = -1, /) -> bytes: ...
 
 
-def _unxz(data: bytes) -> bytes:
-    return lzma.decompress(data)
+def _inflate_members(data: bytes, most: int, new: Callable[[], _Inflater], more: str) -> bytes:
+    """Inflate every member (stream) in ``data``, one after the other, up to ``most`` bytes.
+
+    ``more`` is how a next member starts; anything else after a member is refused. Output
+    past ``most`` is not produced: the caller sees ``most`` bytes and knows the cap was hit.
+    """
+    pieces: list[bytes] = []
+    produced = 0
+    rest = data
+    while rest and produced < most:
+        inflater = new()
+        pending = rest
+        while produced < most:
+            piece = inflater.decompress(pending, min(_PIECE, most - produced))
+            pending = b""
+            pieces.append(piece)
+            produced += len(piece)
+            if inflater.eof:
+                break
+            if not piece and inflater.needs_input:
+                raise EOFError("compressed data ended before the end of the stream")
+        if not inflater.eof:
+            break  # the cap was reached
+        rest = inflater.unused_data
+        if rest and not rest.startswith(more.encode("latin-1")):
+            raise ValueError("trailing data after the compressed stream")
+    return b"".join(pieces)
 
 
-def _unzstd(data: bytes) -> bytes:
-    """Decompress every zstd frame in ``data``, including frames that do not record their size."""
+class _ZlibInflater:
+    """``zlib``'s decompressor with the ``needs_input`` manner of bz2 and lzma."""
+
+    __slots__ = ("_inner", "tail")
+
+    def __init__(self) -> None:
+        self._inner = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.tail = b""
+
+    @property
+    def eof(self) -> bool:
+        return self._inner.eof
+
+    @property
+    def unused_data(self) -> bytes:
+        return self._inner.unused_data
+
+    @property
+    def needs_input(self) -> bool:
+        return not self.tail
+
+    def decompress(self, data: bytes, max_length: int = -1, /) -> bytes:
+        piece = self._inner.decompress(self.tail + data if self.tail else data, max_length)
+        self.tail = self._inner.unconsumed_tail
+        return piece
+
+
+def _gunzip(data: bytes, most: int) -> bytes:
+    return _inflate_members(data, most, _ZlibInflater, "\x1f\x8b")
+
+
+def _bunzip2(data: bytes, most: int) -> bytes:
+    return _inflate_members(data, most, bz2.BZ2Decompressor, "BZh")
+
+
+def _unxz(data: bytes, most: int) -> bytes:
+    return _inflate_members(data, most, lzma.LZMADecompressor, "\xfd7zXZ\x00")
+
+
+def _unzstd(data: bytes, most: int) -> bytes:
+    """Decompress every zstd frame in ``data`` (sizes recorded or not), up to ``most`` bytes.
+
+    The input is fed a little at a time so that no single call can inflate past the cap by
+    more than a few MiB.
+    """
     import zstandard
 
-    chunks: list[bytes] = []
-    rest = data
-    while rest:
-        decompressor = zstandard.ZstdDecompressor().decompressobj()
+    pieces: list[bytes] = []
+    produced = 0
+    view = memoryview(data)
+    position = 0
+    decompressor = zstandard.ZstdDecompressor().decompressobj()
+    started = False
+    while position < len(view) and produced < most:
+        feed = bytes(view[position : position + _ZSTD_FEED])
+        position += len(feed)
         try:
-            chunks.append(decompressor.decompress(rest))
+            piece = decompressor.decompress(feed)
         except zstandard.ZstdError as exc:
             raise ValueError(str(exc)) from exc
-        if not decompressor.eof:
-            raise EOFError("compressed data ended before the end of the frame")
-        rest = decompressor.unused_data
-    return b"".join(chunks)
+        pieces.append(piece)
+        produced += len(piece)
+        if decompressor.eof:  # the next frame, if any, starts in what was not used
+            unused = decompressor.unused_data
+            position -= len(unused)
+            decompressor = zstandard.ZstdDecompressor().decompressobj()
+            started = False
+        else:
+            started = True
+    if produced < most and started:
+        raise EOFError("compressed data ended before the end of the frame")
+    return b"".join(pieces)
 
 
-_DECOMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
+_DECOMPRESSORS: dict[str, Callable[[bytes, int], bytes]] = {
     "gzip": _gunzip,
     "zstd": _unzstd,
     "bzip2": _bunzip2,

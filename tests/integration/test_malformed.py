@@ -10,6 +10,8 @@ import logging
 import lzma
 import os
 import subprocess
+import sys
+import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from tests.integration.mounting import (
     requires_fuse,
     unmount,
 )
+from tests.servers import RangeHTTPServer
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 
@@ -656,3 +659,217 @@ def test_bad_record_file_is_eio_for_its_chunk_and_the_rest_serves(
         assert (lazy_mount.path / name).read_bytes() == expected
     assert (lazy_mount.path / "a" / "1").read_bytes() == DATA[10:20]
     assert os.listdir(lazy_mount.path / "a") == [".zarray", "0", "1"]
+
+
+# ----------------------------------------------------------------------------- hostile input
+
+ADDRESS_SPACE = 1 << 30
+"""The address space of a child fed hostile input: unbounded memory fails under it."""
+
+PEAK_KIB = 200 * 1024
+"""The most RSS a child may reach on hostile input (an idle load takes about 40 MiB)."""
+
+BOMB = 256 << 20
+"""What each bomb inflates to: far past the caps the tests set."""
+
+
+@dataclass
+class Bounded:
+    status: int
+    stdout: str
+    stderr: str
+    peak_kib: int
+
+
+REAPER = """\
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as peak:
+    peak.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+"""Runs a command and writes its peak RSS (KiB) to a file. A child started straight from the
+test process would report the test process's peak as its own (the kernel keeps the high-water
+mark of the memory it was forked or vforked from); this small process forks it afresh."""
+
+
+def run_bounded(directory: Path, *args: str) -> Bounded:
+    """Run ``refmount ARGS`` under ``prlimit --as``; return its status, output and peak RSS."""
+    peak = directory / "peak.txt"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            REAPER,
+            str(peak),
+            "prlimit",
+            f"--as={ADDRESS_SPACE}",
+            "--",
+            *refmount_command(*args),
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,  # proves "does not hang", nothing finer
+        check=False,
+    )
+    return Bounded(result.returncode, result.stdout, result.stderr, int(peak.read_text()))
+
+
+def assert_refused(outcome: Bounded, refs: Path, problem: str, key: str | None = None) -> None:
+    """Exit status 2, one line naming the file (and the key) and the problem, bounded RSS."""
+    assert outcome.status == 2, outcome.stderr
+    # (a load that takes seconds shows its progress first, on lines of its own)
+    lines = [line for line in outcome.stderr.splitlines() if not line.startswith("loading ")]
+    assert len(lines) == 1, outcome.stderr
+    assert lines[0].startswith("refmount: error: "), lines[0]
+    assert str(refs) in lines[0]
+    if key is not None:
+        assert f"key {key!r}" in lines[0], lines[0]
+    assert problem in lines[0], lines[0]
+    assert outcome.peak_kib < PEAK_KIB, outcome.peak_kib
+
+
+def _gzip_bomb() -> bytes:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = b"\x00" * (1 << 20)
+    return b"".join(packer.compress(zeros) for _ in range(BOMB >> 20)) + packer.flush()
+
+
+def _zstd_bomb() -> bytes:
+    packer = zstandard.ZstdCompressor(level=3).compressobj()
+    zeros = b"\x00" * (1 << 20)
+    return b"".join(packer.compress(zeros) for _ in range(BOMB >> 20)) + packer.flush()
+
+
+BOMBS = {"gzip": (_gzip_bomb, ".gz"), "zstd": (_zstd_bomb, ".zst")}
+
+
+@pytest.mark.parametrize("command", [(), ("check",)], ids=["mount", "check"])
+@pytest.mark.parametrize("compression", sorted(BOMBS))
+def test_a_compression_bomb_stops_at_the_cap(
+    tmp_path: Path, compression: str, command: tuple[str, ...]
+) -> None:
+    make, suffix = BOMBS[compression]
+    refs = tmp_path / f"refs.json{suffix}"
+    refs.write_bytes(make())
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    where = () if command else ("-f",)
+    outcome = run_bounded(
+        tmp_path,
+        *command,
+        *where,
+        "--max-refs-size",
+        "1M",
+        str(refs),
+        *(() if command else (str(mountpoint),)),
+    )
+    if command:  # check prints its summary, the problem in it
+        assert outcome.status == 2
+        assert f"inflates ({compression}) to more than 1,048,576 bytes" in outcome.stdout
+        assert outcome.peak_kib < PEAK_KIB, outcome.peak_kib
+        return
+    assert_refused(outcome, refs, f"inflates ({compression}) to more than 1,048,576 bytes")
+    assert not is_mounted(mountpoint)
+
+
+def test_a_reference_file_over_the_cap_is_refused_as_it_is_read(tmp_path: Path) -> None:
+    refs = tmp_path / "refs.json"
+    with open(refs, "wb") as file:
+        file.write(b'{"k": "')
+        for _ in range(64):
+            file.write(b"x" * (1 << 20))
+        file.write(b'"}')
+    (tmp_path / "mnt").mkdir()
+    outcome = run_bounded(
+        tmp_path, "-f", "-o", "max_refs_size=1M", str(refs), str(tmp_path / "mnt")
+    )
+    assert_refused(outcome, refs, "is more than 1,048,576 bytes, the limit on a reference file")
+
+
+def deep_keys(count: int, depth: int) -> dict[str, Any]:
+    """``count`` keys, each ``depth`` directories deep, with nothing shared below the root."""
+    return {f"d{n}/" + "a/" * depth + "x": "hi" for n in range(count)}
+
+
+def test_keys_thousands_of_directories_deep_cost_memory_linear_in_the_set(
+    tmp_path: Path,
+) -> None:
+    refs = tmp_path / "refs.json"
+    refs.write_text(json.dumps({"version": 1, "refs": deep_keys(4, 20_000)}))
+    outcome = run_bounded(tmp_path, "check", str(refs))
+    assert outcome.status == 0, outcome.stderr
+    # 80 000 directories at a few hundred bytes each; the square of the depth was gigabytes
+    assert outcome.peak_kib < 120 * 1024, outcome.peak_kib
+
+
+def test_a_deep_key_mounts_with_skip_invalid_in_bounded_memory(tmp_path: Path) -> None:
+    refs = tmp_path / "refs.json"
+    keys = {**deep_keys(2, 20_000), "d0/" + "a/" * 20_000 + "x/..": "bad"}
+    refs.write_text(json.dumps(keys))
+    with mounted(refs, tmp_path / "mnt", "--skip-invalid") as mount:
+        deep = mount.path / "d1"
+        file = os.path.join(str(deep), *["a"] * 20_000, "x")
+        descriptor = os.open(deep, os.O_RDONLY)  # too deep for one path: walk it
+        try:
+            for part in os.path.relpath(file, deep).split("/")[:-1]:
+                inner = os.open(part, os.O_RDONLY, dir_fd=descriptor)
+                os.close(descriptor)
+                descriptor = inner
+            leaf = os.open("x", os.O_RDONLY, dir_fd=descriptor)
+            assert os.read(leaf, 10) == b"hi"
+            os.close(leaf)
+        finally:
+            os.close(descriptor)
+        status = Path(f"/proc/{mount.process.pid}/status").read_text()
+        peak = int(
+            next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1]
+        )
+    assert peak < PEAK_KIB, peak
+    assert "'..' path component" in mount.log_text()
+
+
+TEMPLATE_ATTACKS = {
+    "center": ('{{ "x"|center(1000000000) }}', "center would make"),
+    "format": ('{{ "%1000000000d"|format(1) }}', "format width"),
+    "join": ('{{ range(100000)|join("x" * 1000000) }}', "join would make"),
+    "lipsum": ("{{ lipsum(100000, False, 100000, 100000) }}", "lipsum would make"),
+    "output": ('{% for a in range(100000) %}{{ "x" * 1000 }}{% endfor %}', "longer than"),
+    "loops": (
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+        "rendering took more than 2 s",
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(TEMPLATE_ATTACKS))
+def test_a_hostile_template_stops_the_load_naming_the_key(tmp_path: Path, attack: str) -> None:
+    text, problem = TEMPLATE_ATTACKS[attack]
+    (tmp_path / "data.bin").write_bytes(DATA)
+    refs = tmp_path / "refs.json"
+    item = {"key": "g/{{i}}", "url": "data.bin" + text, "dimensions": {"i": [0, 1]}}
+    refs.write_text(json.dumps({"version": 1, "refs": {"ok": OK}, "gen": [item]}))
+    (tmp_path / "mnt").mkdir()
+    outcome = run_bounded(tmp_path, "-f", str(refs), str(tmp_path / "mnt"))
+    assert_refused(outcome, refs, problem, key="g/0")
+    assert "refused to render" in outcome.stderr
+
+
+@pytest.mark.http
+@pytest.mark.parametrize("ignore_range", [False, True], ids=["ranges", "whole-body"])
+def test_a_remote_reference_file_counts_against_the_cap_as_it_streams(
+    tmp_path: Path, http_server: RangeHTTPServer, ignore_range: bool
+) -> None:
+    http_server.ignore_range = ignore_range
+    url = http_server.add("/refs.json", b'{"k": "' + b"x" * (128 << 20) + b'"}')
+    (tmp_path / "mnt").mkdir()
+    outcome = run_bounded(tmp_path, "-f", "--max-refs-size", "1M", url, str(tmp_path / "mnt"))
+    assert outcome.status == 2, outcome.stderr
+    assert url in outcome.stderr
+    assert "is more than 1,048,576 bytes" in outcome.stderr
+    # the body is 128 MiB: read whole it would show here, read as a stream it does not
+    assert outcome.peak_kib < 100 * 1024, outcome.peak_kib

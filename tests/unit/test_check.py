@@ -291,3 +291,24 @@ def test_json_output_is_serialisable(tmp_path: Path) -> None:
     assert document["chunk_keys"] == 7
     assert document["arrays"][0]["chunk_count"] == 24
     assert sum(target["references"] for target in document["targets"]) == 6
+
+
+def test_chunks_are_counted_for_the_innermost_array_however_deep_the_keys(
+    tmp_path: Path,
+) -> None:
+    deep = "d/" * 5000 + "x"
+    source = write_json(
+        tmp_path,
+        {
+            "g/a/.zarray": ZARRAY,
+            "g/a/0.0": ["data.nc", 0, 10],
+            "g/a/b/.zarray": ZARRAY,
+            "g/a/b/0.0": ["data.nc", 0, 10],
+            "g/a/b/1.1": ["data.nc", 0, 10],
+            "g/a/b/c/d/e": ["data.nc", 0, 10],
+            deep: ["data.nc", 0, 10],
+        },
+    )
+    summary = check(source)
+    assert summary.ok
+    assert {array.path: array.present for array in summary.arrays} == {"g/a": 1, "g/a/b": 3}

@@ -450,3 +450,16 @@ def test_check_refuses_bad_option_values_with_one_line(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
     assert message in lines[0]
+
+
+def test_max_refs_size_by_flag_or_o(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_args(["refs.json", str(tmp_path)])[0].max_refs_size is None  # the default
+    config, _ = parse_args(["--max-refs-size", "2G", "refs.json", str(tmp_path)])
+    assert config.max_refs_size == 2 << 30
+    config, _ = parse_args(["-o", "max_refs_size=64M", "refs.json", str(tmp_path)])
+    assert config.max_refs_size == 64 << 20
+    for bad in ("0", "lots"):
+        with pytest.raises(SystemExit) as caught:
+            parse_args(["--max-refs-size", bad, "refs.json", str(tmp_path)])
+        assert caught.value.code == 2
+    assert "--max-refs-size must be at least 1 byte" in capsys.readouterr().err

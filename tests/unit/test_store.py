@@ -16,7 +16,12 @@ import pytest
 import trio
 from fsspec.asyn import AsyncFileSystem
 
-from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError
+from refmount.errors import (
+    ReferenceFormatError,
+    RemoteAccessError,
+    RemoteChangedError,
+    RemoteError,
+)
 from refmount.store import FsspecSource, LocalRoots, StorageOptions, Store, is_retryable
 from tests.pagecache import skip_unless_nowait
 from tests.servers import Hostile, RangeHTTPServer
@@ -626,3 +631,15 @@ async def test_a_body_stalled_half_way_is_ended_by_the_caller_deadline() -> None
         with trio.move_on_after(1.0) as scope:
             await store.read_range(server.url_for("obj"), 0, 65536)
         assert scope.cancelled_caught
+
+
+def test_reference_source_reads_at_most_its_cap(tmp_path: Path) -> None:
+    refs = tmp_path / "refs.json"
+    refs.write_bytes(b" " * 1000)
+    assert FsspecSource(str(refs), max_size=1000).read() == b" " * 1000
+    with pytest.raises(ReferenceFormatError) as caught:
+        FsspecSource(str(refs), max_size=999).read()
+    assert caught.value.source == str(refs)
+    assert "is more than 999 bytes" in caught.value.problem
+    with pytest.raises(FileNotFoundError):
+        FsspecSource(str(tmp_path / "absent.json"), max_size=10).read()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import tracemalloc
 
 import pytest
 
@@ -154,3 +155,28 @@ def test_skip_invalid_drops_a_directory_that_was_also_a_file(
     assert len(warnings) == 2
     assert "'c'" in warnings[0]
     assert "'c/.zarray'" in warnings[1]
+
+
+# ----------------------------------------------------------------------------- deep keys
+
+
+def test_a_key_thousands_of_directories_deep_costs_memory_linear_in_its_depth() -> None:
+    depth = 20_000
+    keys = ["a/" * depth + "x", "b/" * depth + "y", "b/" * depth + "y"]
+    tracemalloc.start()
+    try:
+        tree = Tree.build(keys, source="refs.json", skip_invalid=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # About 300 bytes a directory while building; the square of the depth would be 800 MB.
+    assert peak < 40 * 1024 * 1024, peak
+    assert tree.path(walk(tree, "a/" * depth + "x")) == "a/" * depth + "x"
+
+
+def test_a_problem_deep_down_names_the_whole_key() -> None:
+    key = "a/" * 3000 + "x"
+    with pytest.raises(ReferenceFormatError) as caught:
+        Tree.build([key, key], source="refs.json")
+    assert caught.value.key == key
+    assert "duplicate key" in caught.value.problem

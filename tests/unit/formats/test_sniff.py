@@ -179,3 +179,47 @@ def test_is_parquet_data() -> None:
 )
 def test_file_name(url: str, expected: str) -> None:
     assert file_name(url) == expected
+
+
+# ----------------------------------------------------------------------------- the size cap
+
+CAP = 64 * 1024
+
+
+@pytest.mark.parametrize("compression", sorted(COMPRESSORS))
+def test_a_bomb_stops_one_byte_past_the_cap(compression: str) -> None:
+    bomb = COMPRESSORS[compression](b"\x00" * (16 << 20))
+    with pytest.raises(ReferenceFormatError) as caught:
+        decompress(bomb, "refs.json", CAP)
+    assert caught.value.source == "refs.json"
+    assert f"inflates ({compression}) to more than 65,536 bytes" in caught.value.problem
+    assert "--max-refs-size" in caught.value.problem
+
+
+@pytest.mark.parametrize("compression", sorted(COMPRESSORS))
+def test_data_inflating_to_exactly_the_cap_is_accepted(compression: str) -> None:
+    payload = PAYLOAD * (CAP // len(PAYLOAD)) + b" " * (CAP % len(PAYLOAD))
+    assert len(payload) == CAP
+    packed = COMPRESSORS[compression](payload)
+    assert decompress(packed, "refs.json", CAP) == payload
+    assert decompress(packed + COMPRESSORS[compression](b""), "refs.json", CAP) == payload
+
+
+@pytest.mark.parametrize("compression", sorted(COMPRESSORS))
+def test_several_members_count_together_against_the_cap(compression: str) -> None:
+    half = COMPRESSORS[compression](b" " * (CAP // 2 + 1))
+    with pytest.raises(ReferenceFormatError, match="more than 65,536 bytes"):
+        decompress(half + half, "refs.json", CAP)
+
+
+def test_raw_data_over_the_cap_is_refused() -> None:
+    with pytest.raises(ReferenceFormatError, match="is more than 65,536 bytes"):
+        decompress(b" " * (CAP + 1), "refs.json", CAP)
+    assert len(decompress(b" " * CAP, "refs.json", CAP)) == CAP
+
+
+@pytest.mark.parametrize("compression", sorted(COMPRESSORS))
+def test_truncated_data_is_still_refused_under_a_cap(compression: str) -> None:
+    packed = COMPRESSORS[compression](PAYLOAD)
+    with pytest.raises(ReferenceFormatError, match="corrupt"):
+        decompress(packed[:-5], "refs.json", CAP)
