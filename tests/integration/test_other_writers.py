@@ -162,3 +162,122 @@ def test_virtualizarr_references_to_a_netcdf4_file(tmp_path: Path, layout: str) 
         np.testing.assert_array_equal(got["time"].values, expected["time"].values)
         assert got["air"].attrs["units"] == "K"
         assert got.attrs["title"] == expected.attrs["title"]
+
+
+GDAL_ZMETADATA_MIN = {
+    "metadata": {
+        ".zgroup": {"zarr_format": 2},
+        ".zattrs": {},
+        "x/.zarray": {
+            "zarr_format": 2,
+            "shape": [1],
+            "chunks": [1],
+            "compressor": None,
+            "dtype": ">u1",
+            "order": "C",
+            "filters": [],
+            "fill_value": None,
+        },
+        "x/.zattrs": {},
+    },
+    "record_size": 1,
+}
+"""The ``.zmetadata`` of GDAL's ``parquet_ref_min`` family of fixtures, as GDAL writes it."""
+
+
+def write_gdal_parquet_set(
+    directory: Path, array: str, zmetadata: dict[str, Any], records: list[list[dict[str, Any]]]
+) -> Path:
+    """Lay out a Parquet reference set as GDAL's kerchunk fixtures do: ``.zmetadata`` and
+    ``ARRAY/refs.N.parq`` with the columns ``path, offset, size, raw`` (int64 and binary, as
+    GDAL's OGR Parquet writer types them), the targets beside the record files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fields: list[pa.Field[Any]] = [
+        pa.field("path", pa.string()),
+        pa.field("offset", pa.int64()),
+        pa.field("size", pa.int64()),
+        pa.field("raw", pa.binary()),
+    ]
+    schema = pa.schema(fields)
+    directory.mkdir()
+    (directory / ".zmetadata").write_text(json.dumps(zmetadata))
+    (directory / array).mkdir()
+    for number, rows in enumerate(records):
+        table = pa.Table.from_pylist(
+            [{"offset": None, "size": None, "raw": None, **row} for row in rows], schema=schema
+        )
+        pq.write_table(table, directory / array / f"refs.{number}.parq")
+    return directory
+
+
+def gdal_reads(root: Path, array: str) -> list[int] | None:
+    """The values of ``array`` as GDAL reads them through the mount, or None without GDAL."""
+    if shutil.which("gdalmdiminfo") is None:
+        return None
+    result = subprocess.run(
+        ["gdalmdiminfo", "-detailed", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    values = json.loads(result.stdout)["arrays"][array]["values"]
+    return list(np.ravel(values).tolist())
+
+
+@pytest.mark.parametrize(
+    ("fixture", "row"),
+    [
+        ("parquet_ref_min", {"path": "0.bin", "offset": 0, "size": 1}),
+        ("parquet_ref_0_dim_missing_size", {"path": "0.bin"}),  # null offset and size
+        ("parquet_ref_0_dim_path_dot_dot", {"path": "../x/0.bin"}),
+    ],
+)
+def test_gdal_kerchunk_parquet_fixtures(tmp_path: Path, fixture: str, row: dict[str, Any]) -> None:
+    """GDAL's one-chunk Parquet fixtures, rebuilt with the rows GDAL's own scripts write
+    (``x/create_refs.0.parq.py``): a path relative to the record file's directory, with or
+    without offset and size. GDAL's ``zarr_kerchunk_parquet.py`` expects the root to list
+    ``.zattrs``, ``.zgroup`` and ``x``, ``x`` to list ``.zattrs``, ``.zarray`` and ``0``, and
+    ``x/0`` to be one byte, ``\\x01``. refmount also lists the set's consolidated metadata,
+    ``.zmetadata``, at the root (docs/semantics.md)."""
+    refs = write_gdal_parquet_set(tmp_path / fixture, "x", GDAL_ZMETADATA_MIN, [[row]])
+    (refs / "x" / "0.bin").write_bytes(b"\x01")
+    with mounted(refs, tmp_path / "mnt") as mount:
+        root = mount.path
+        assert sorted(os.listdir(root)) == [".zattrs", ".zgroup", ".zmetadata", "x"]
+        assert sorted(os.listdir(root / "x")) == [".zarray", ".zattrs", "0"]
+        assert (root / "x" / "0").stat().st_size == 1
+        assert (root / "x" / "0").read_bytes() == b"\x01"
+        assert json.loads((root / ".zgroup").read_bytes()) == {"zarr_format": 2}
+        assert gdal_reads(root, "x") in (None, [1])
+
+
+def test_gdal_kerchunk_parquet_two_dimensions(tmp_path: Path) -> None:
+    """GDAL's ``parquet_ref_2_dim``: a 3 by 4 array of 2 by 3 chunks, three references per
+    record file (the rows of its ``ar/refs.N.parq.csv``). GDAL's tests expect ``ar`` to list
+    ``.zarray``, ``.zattrs`` and the four chunks of 6 bytes, ``0.2`` and ``2.0`` not to exist,
+    and the array to read as ``00 01 02 00 / 03 04 05 03 / 00 01 02 00``."""
+    zmetadata = json.loads(json.dumps(GDAL_ZMETADATA_MIN).replace('"x/', '"ar/'))
+    zmetadata["metadata"]["ar/.zarray"].update(shape=[3, 4], chunks=[2, 3])
+    zmetadata["record_size"] = 3
+    paths = [[f"{n}.bin" for n in (0, 1, 2)], ["4.bin"]]
+    records = [[{"path": path, "offset": 0, "size": 6} for path in rows] for rows in paths]
+    refs = write_gdal_parquet_set(tmp_path / "parquet_ref_2_dim", "ar", zmetadata, records)
+    for name in ("0.bin", "1.bin", "2.bin", "4.bin"):
+        (refs / "ar" / name).write_bytes(bytes(range(6)))
+    with mounted(refs, tmp_path / "mnt") as mount:
+        ar = mount.path / "ar"
+        assert sorted(os.listdir(ar)) == [".zarray", ".zattrs", "0.0", "0.1", "1.0", "1.1"]
+        assert {(ar / name).stat().st_size for name in ("0.0", "0.1", "1.0", "1.1")} == {6}
+        assert not (ar / "0.2").exists()
+        assert not (ar / "2.0").exists()
+        chunks = {
+            name: np.frombuffer((ar / name).read_bytes(), "u1").reshape(2, 3)
+            for name in ("0.0", "0.1", "1.0", "1.1")
+        }
+        whole = np.block([[chunks["0.0"], chunks["0.1"]], [chunks["1.0"], chunks["1.1"]]])[:3, :4]
+        expected = [0, 1, 2, 0, 3, 4, 5, 3, 0, 1, 2, 0]
+        assert whole.ravel().tolist() == expected
+        assert gdal_reads(mount.path, "ar") in (None, expected)
