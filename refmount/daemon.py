@@ -25,7 +25,7 @@ from refmount.errors import MountError, ReferenceFormatError
 from refmount.filesystem import Owner, RefFilesystem
 from refmount.formats import LoadOptions, load
 from refmount.formats.options import Progress
-from refmount.fuse_ops import FuseOperations
+from refmount.fuse_ops import FuseOperations, InFlight
 from refmount.model import Inline, ReferenceSet
 from refmount.reader import Reader
 from refmount.store import FsspecSource, LocalRoots, StorageOptions, Store
@@ -37,6 +37,11 @@ READY_TIMEOUT = 30.0
 """Seconds to wait for the new mount to answer before giving up."""
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+MOUNTINFO = Path("/proc/self/mountinfo")
+
+DETACH_POLL = 0.5
+"""Seconds between two looks at the mount table for a lazy unmount (see ``_stop_when_detached``)."""
 
 DEFAULT_FUSE_OPTIONS = ("fsname=refmount", "subtype=refmount", "ro", "default_permissions")
 
@@ -163,6 +168,7 @@ def mount_and_serve(
         connections_per_host=config.retry.connections_per_host,
         local_roots=roots,
         pin=config.pin_versions,
+        own_mount=str(config.mountpoint),
     )
     reader = Reader(store, config.read, config.retry)
     filesystem = RefFilesystem(
@@ -173,7 +179,10 @@ def mount_and_serve(
         mtime_ns=loaded.mtime_ns,
         target_problem=None if roots is None else roots.problem,
     )
-    operations = FuseOperations(filesystem, timeout=config.attr_timeout, xattrs=config.xattrs)
+    requests = InFlight()
+    operations = FuseOperations(
+        filesystem, timeout=config.attr_timeout, xattrs=config.xattrs, requests=requests
+    )
     mountpoint = config.mountpoint
     check_mountpoint(mountpoint)
     # Hold SIGINT/SIGTERM from the moment the mount exists until trio listens for them, so a
@@ -195,7 +204,7 @@ def mount_and_serve(
         prepare_targets(store, loaded.references)
 
     try:
-        trio.run(_serve, mountpoint, ready, reader, tuning, prepare)
+        trio.run(_serve, mountpoint, ready, reader, requests, tuning, prepare)
     finally:
         store.close()
         log.info("unmounting %s", mountpoint)
@@ -243,6 +252,7 @@ async def _serve(
     mountpoint: Path,
     on_ready: Callable[[], None],
     reader: Reader,
+    requests: InFlight,
     tuning: kernel.KernelTuning | None = None,
     prepare: Callable[[], None] | None = None,
 ) -> None:
@@ -252,27 +262,71 @@ async def _serve(
             nursery.start_soon(
                 functools.partial(trio.to_thread.run_sync, prepare, abandon_on_cancel=True)
             )
-        nursery.start_soon(_stop_on_signals)
-        nursery.start_soon(_announce_when_ready, mountpoint, on_ready, tuning)
+        nursery.start_soon(_stop_on_signals, requests)
+        nursery.start_soon(_announce_and_watch, mountpoint, on_ready, requests, tuning)
         await pyfuse3.main(min_tasks=4, max_tasks=256)
         nursery.cancel_scope.cancel()  # unmounted from outside: stop the helpers
 
 
-async def _stop_on_signals() -> None:
+async def _stop_on_signals(requests: InFlight) -> None:
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         async for signum in signals:
-            log.info("received %s, unmounting", signal.Signals(signum).name)
-            pyfuse3.terminate()
+            _stop(requests, f"received {signal.Signals(signum).name}")
+            return
+
+
+def _stop(requests: InFlight, why: str) -> None:
+    """End serving now: answer every request in flight with EIO, then leave pyfuse3's loop.
+
+    Nothing waits for a target: what the handlers were waiting for is cancelled (remote
+    requests) or abandoned (worker threads stuck in a system call).
+    """
+    aborted = requests.abort()
+    log.info("%s, unmounting (%d requests in flight answered EIO)", why, aborted)
+    pyfuse3.terminate()
+
+
+async def _announce_and_watch(
+    mountpoint: Path,
+    on_ready: Callable[[], None],
+    requests: InFlight,
+    tuning: kernel.KernelTuning | None = None,
+) -> None:
+    """Announce readiness, then stop serving once the mount has been detached."""
+    device = await _announce_when_ready(mountpoint, on_ready, tuning)
+    if device is not None:
+        await _stop_when_detached(device, requests)
+
+
+async def _stop_when_detached(
+    device: int, requests: InFlight, mountinfo: Path = MOUNTINFO, every: float = DETACH_POLL
+) -> None:
+    """Stop serving once the mount ``device`` is gone from this namespace's mount table.
+
+    A lazy unmount (``fusermount3 -u -z``) detaches the mount at once but the kernel keeps
+    the connection, and us, alive while any file of it stays open: a program blocked in a
+    slow read would keep the daemon serving a mount nobody can reach any more.
+    """
+    wanted = f" {os.major(device)}:{os.minor(device)} "
+    while True:
+        await trio.sleep(every)
+        try:
+            table = mountinfo.read_text()  # noqa: ASYNC240 - procfs, answered from memory
+        except OSError:  # pragma: no cover - procfs always answers
+            continue
+        if wanted not in table:
+            _stop(requests, "the mount was detached (lazy unmount)")
             return
 
 
 async def _announce_when_ready(
     mountpoint: Path, on_ready: Callable[[], None], tuning: kernel.KernelTuning | None = None
-) -> None:
+) -> int | None:
     """Wait until the kernel routes requests on ``mountpoint`` to us, then call ``on_ready``.
 
-    With ``tuning``, the connection's kernel knobs are set first.
+    With ``tuning``, the connection's kernel knobs are set first. Returns the mount's device
+    number (None if it never answered).
     """
     parent_device = (await trio.to_thread.run_sync(os.stat, mountpoint.parent)).st_dev
     deadline = trio.current_time() + READY_TIMEOUT
@@ -283,7 +337,8 @@ async def _announce_when_ready(
             if tuning is not None:
                 await trio.to_thread.run_sync(tune_kernel, mountpoint, status.st_dev, tuning)
             on_ready()
-            return
+            return status.st_dev
         await trio.sleep(0.01)
     log.error("the mount on %s did not answer within %.0f s", mountpoint, READY_TIMEOUT)
     pyfuse3.terminate()
+    return None

@@ -277,8 +277,9 @@ class Store:
     HTTP session or S3 client) carrying one host's credentials only ever serves that host.
 
     ``local_roots``, when given, restricts local targets (checked again at every read, and
-    the real path is what is read). ``pin`` records each target's version at first use; a
-    later read of another version fails with ``RemoteChangedError``.
+    the real path is what is read). Local targets inside ``own_mount`` (the mountpoint) are
+    refused: reading them would ask this very mount. ``pin`` records each target's version
+    at first use; a later read of another version fails with ``RemoteChangedError``.
     """
 
     def __init__(
@@ -291,6 +292,7 @@ class Store:
         pin: bool = False,
         recheck_after: float = PIN_RECHECK_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        own_mount: str | None = None,
     ) -> None:
         self._options = options or StorageOptions()
         self._filesystems: dict[tuple[str, str | None], FileSystem] = {}
@@ -304,7 +306,7 @@ class Store:
         self._clock = clock
         self._pins: dict[str, Pin] = {}
         self._pinning: dict[str, trio.Event] = {}
-        self._local = LocalFiles(self._threads)
+        self._local = LocalFiles(self._threads, forbidden=() if own_mount is None else (own_mount,))
         self._local_paths: dict[str, str] = {}
         """URL → path of local files read at least once (the path ``LocalFiles`` keys)."""
 
@@ -383,7 +385,7 @@ class Store:
         if self._pin:
             size: object = (await self._pinned(url, fs, path)).size
         elif _is_plain_local(url):
-            size = (await self._in_thread(url, lambda: os.stat(path))).st_size
+            size = (await self._local_status(url, path)).st_size
         else:
             size = (await self._info(url, fs, path)).get("size")
         if not isinstance(size, int):
@@ -432,8 +434,7 @@ class Store:
 
     async def _current_version(self, url: str, fs: FileSystem, path: str) -> Pin:
         if _is_plain_local(url):
-            status = await self._in_thread(url, lambda: os.stat(path))
-            return Pin.from_stat(status, self._clock())
+            return Pin.from_stat(await self._local_status(url, path), self._clock())
         refresh = {"refresh": True} if protocol_of(url) in S3_PROTOCOLS else {}
         return Pin.from_info(await self._info(url, fs, path, **refresh), self._clock())
 
@@ -536,6 +537,13 @@ class Store:
                 raise RemoteChangedError(url, pin.describe(), at_path.describe())
             pin.checked = now
         return data
+
+    async def _local_status(self, url: str, path: str) -> os.stat_result:
+        """Return the status of a local target through its descriptor (a regular file)."""
+        try:
+            return await self._local.status(path)
+        except OSError as error:
+            raise remote_error(url, error) from error
 
     # ------------------------------------------------------------------ running requests
 
