@@ -162,13 +162,14 @@ def mount_and_serve(
     and the start of the unmount as ``STOPPING=1``. With ``tuning`` (``-o tune_kernel``), the
     connection's sysfs knobs are set once the mount answers, before readiness is reported.
     """
-    roots = LocalRoots(config.local_roots) if config.shared else None
+    mountpoint = config.mountpoint
+    roots = LocalRoots(config.local_roots, forbidden=[str(mountpoint)]) if config.shared else None
     store = Store(
         StorageOptions(config.remote_options, config.s3_options),
         connections_per_host=config.retry.connections_per_host,
         local_roots=roots,
         pin=config.pin_versions,
-        own_mount=str(config.mountpoint),
+        own_mount=str(mountpoint),
     )
     reader = Reader(store, config.read, config.retry)
     filesystem = RefFilesystem(
@@ -183,7 +184,6 @@ def mount_and_serve(
     operations = FuseOperations(
         filesystem, timeout=config.attr_timeout, xattrs=config.xattrs, requests=requests
     )
-    mountpoint = config.mountpoint
     check_mountpoint(mountpoint)
     # Hold SIGINT/SIGTERM from the moment the mount exists until trio listens for them, so a
     # signal in between is handled (late) instead of killing us with the mount left behind.

@@ -27,6 +27,9 @@ PER_TARGET_THREADS = 4
 """Worker threads one target file may occupy at once, abandoned ones included: a file whose
 reads hang (a dead network filesystem) cannot take the threads other files need."""
 
+MAX_LINKS = 40
+"""Symbolic links followed in one path before giving up with ``ELOOP`` (Linux's limit)."""
+
 SCRATCH_SIZE = 4 * 1024 * 1024
 """Reads from the page cache up to this size go through one reused buffer: filling a new
 buffer and copying it out costs several times more than the read (fresh pages each time)."""
@@ -291,7 +294,8 @@ class _Call(Generic[T]):
 def _open(path: str, forbidden: tuple[str, ...]) -> int:
     """Open ``path`` for reading without blocking; refuse what is not a regular file, and
     what lies inside ``forbidden`` (raises ``OSError`` with ``EINVAL``)."""
-    _refuse_inside(os.path.realpath(path), forbidden)
+    if forbidden:
+        real_path(path, forbidden)  # refuses what lies inside, without looking in there
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
     try:
         mode = os.fstat(fd).st_mode
@@ -304,6 +308,45 @@ def _open(path: str, forbidden: tuple[str, ...]) -> int:
         _close(fd)
         raise
     return fd
+
+
+def real_path(path: str, forbidden: tuple[str, ...] = ()) -> str:
+    """Return ``os.path.realpath(path)``; raise ``OSError`` (``EINVAL``) if it lies inside
+    one of the real paths ``forbidden``.
+
+    Unlike ``realpath``, nothing inside ``forbidden`` is ever looked at: a path reaching
+    into it is refused before the look-up. Looking up a name in a FUSE mount from its own
+    daemon, while the kernel waits for that daemon's answer to another request, can block
+    until that request ends.
+    """
+    pending = [part for part in path.split("/") if part not in ("", ".")][::-1]
+    resolved = "" if path.startswith("/") else os.getcwd().rstrip("/")
+    links = 0
+    while pending:
+        part = pending.pop()
+        if part == "..":
+            resolved = os.path.dirname(resolved) if resolved else ""
+            resolved = "" if resolved == "/" else resolved
+            continue
+        candidate = f"{resolved}/{part}"
+        _refuse_inside(candidate, forbidden)
+        try:
+            mode = os.lstat(candidate).st_mode
+        except OSError:  # missing, or not a directory: not a link (as realpath takes it)
+            mode = 0
+        if not stat.S_ISLNK(mode):
+            resolved = candidate
+            continue
+        links += 1
+        if links > MAX_LINKS:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+        target = os.readlink(candidate)
+        if target.startswith("/"):
+            resolved = ""
+        pending.extend(part for part in target.split("/")[::-1] if part not in ("", "."))
+    resolved = resolved or "/"
+    _refuse_inside(resolved, forbidden)
+    return resolved
 
 
 def _refuse_inside(real: str, forbidden: tuple[str, ...]) -> None:

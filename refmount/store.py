@@ -36,7 +36,7 @@ import trio
 from fsspec.implementations.local import LocalFileSystem
 
 from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError
-from refmount.local_files import LocalFiles
+from refmount.local_files import LocalFiles, real_path
 from refmount.urls import directory_of, protocol_of
 from refmount.versions import Pin
 
@@ -166,8 +166,9 @@ class LocalRoots:
     are refused: the files they read do not appear in the URL.
     """
 
-    def __init__(self, roots: Iterable[str]) -> None:
+    def __init__(self, roots: Iterable[str], forbidden: Iterable[str] = ()) -> None:
         self._roots = tuple(os.path.realpath(root) for root in roots)
+        self._forbidden = tuple(os.path.realpath(path) for path in forbidden)
 
     @property
     def roots(self) -> tuple[str, ...]:
@@ -199,7 +200,10 @@ class LocalRoots:
         path = self.local_path(url)
         if path is None:
             return None, None
-        real = os.path.realpath(path)
+        try:  # never looks inside the mount itself (see real_path)
+            real = real_path(path, self._forbidden)
+        except OSError as error:
+            return f"the local file {path}: {error.strerror}", None
         if any(_inside(real, root) for root in self._roots):
             return None, real
         roots = ", ".join(self._roots) if self._roots else "none given"

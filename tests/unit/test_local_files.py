@@ -262,3 +262,40 @@ def _names(fd: str, name: str) -> bool:
         return os.readlink(f"/proc/self/fd/{fd}").endswith(name)
     except OSError:
         return False
+
+
+def test_real_path_is_realpath_and_never_looks_inside_what_it_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top = str(tmp_path)
+    os.makedirs(f"{top}/a/b/c")
+    os.symlink("../..", f"{top}/a/b/c/up")
+    os.symlink(f"{top}/a/b", f"{top}/abs")
+    os.symlink("b/c/up/b", f"{top}/a/rel")
+    monkeypatch.chdir(tmp_path / "a")
+    for path in (
+        top,
+        f"{top}/a/b/c/up",
+        f"{top}/a/b/c/up/b/c/../../x/y",
+        f"{top}/abs/c/up/rel/c",
+        f"{top}/a/rel/../b",
+        f"{top}/missing/../a",
+        f"{top}//a/./b/",
+        "/",
+        "/..",
+        "rel/c/../..",
+        "b/c/up/b/c/up/b/c/up",
+    ):
+        assert local_files.real_path(path) == os.path.realpath(path), path
+    looked: list[str] = []
+    original = os.lstat
+
+    def lstat(path: str) -> os.stat_result:
+        looked.append(path)
+        return original(path)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    with pytest.raises(OSError, match="inside the mount itself") as caught:
+        local_files.real_path(f"{top}/abs/c/x", (f"{top}/a/b",))
+    assert caught.value.errno == errno.EINVAL
+    assert not [path for path in looked if path.startswith(f"{top}/a/b")]
