@@ -38,6 +38,12 @@ READY_TIMEOUT = 30.0
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+STOP_GRACE = 2.0
+"""Seconds, at most, during which requests are still answered (with EIO) at shutdown."""
+
+STOP_QUIET = 0.2
+"""Shutdown closes the connection once no request came for this many seconds."""
+
 MOUNTINFO = Path("/proc/self/mountinfo")
 
 DETACH_POLL = 0.5
@@ -272,18 +278,28 @@ async def _stop_on_signals(requests: InFlight) -> None:
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         async for signum in signals:
-            _stop(requests, f"received {signal.Signals(signum).name}")
+            await _stop(requests, f"received {signal.Signals(signum).name}")
             return
 
 
-def _stop(requests: InFlight, why: str) -> None:
+async def _stop(requests: InFlight, why: str) -> None:
     """End serving now: answer every request in flight with EIO, then leave pyfuse3's loop.
 
     Nothing waits for a target: what the handlers were waiting for is cancelled (remote
-    requests) or abandoned (worker threads stuck in a system call).
+    requests) or abandoned (worker threads stuck in a system call). The kernel follows a
+    failed readahead with a read of its own, and a program may ask again: requests keep
+    being answered, with EIO at once, until none came for ``STOP_QUIET`` (at most
+    ``STOP_GRACE``). Requests left unread when the connection closes get ``ECONNABORTED``.
     """
     aborted = requests.abort()
     log.info("%s, unmounting (%d requests in flight answered EIO)", why, aborted)
+    deadline = trio.current_time() + STOP_GRACE
+    seen = requests.started
+    while trio.current_time() < deadline:
+        await trio.sleep(STOP_QUIET)
+        if requests.started == seen:
+            break
+        seen = requests.started
     pyfuse3.terminate()
 
 
@@ -316,7 +332,7 @@ async def _stop_when_detached(
         except OSError:  # pragma: no cover - procfs always answers
             continue
         if wanted not in table:
-            _stop(requests, "the mount was detached (lazy unmount)")
+            await _stop(requests, "the mount was detached (lazy unmount)")
             return
 
 

@@ -83,12 +83,15 @@ class InFlight:
     def __init__(self) -> None:
         self._scopes: set[trio.CancelScope] = set()
         self._aborted = False
+        self.started = 0
+        """How many requests have started (shutdown waits until none come any more)."""
 
     def __len__(self) -> int:
         return len(self._scopes)
 
     async def run(self, request: Callable[[], Awaitable[R]]) -> R:
         """Run one request inside a cancel scope that ``abort`` cancels (then ``EIO``)."""
+        self.started += 1
         with trio.CancelScope() as scope:
             if self._aborted:
                 scope.cancel()

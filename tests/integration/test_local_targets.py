@@ -1,6 +1,7 @@
 """Local targets that could hang a mount: special files, the mount itself, a hung filesystem.
 
-A hung filesystem is ``tests.stuckfs``, a real FUSE filesystem whose reads never answer.
+A hung filesystem is ``tests.stuckfs``, a real FUSE filesystem whose reads never answer
+(the ``stuck_target`` fixture).
 """
 
 from __future__ import annotations
@@ -9,24 +10,14 @@ import errno
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from multiprocessing.pool import ThreadPool
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.mounting import (
-    MOUNT_TIMEOUT,
-    is_mounted,
-    mounted,
-    read_errno,
-    requires_fuse,
-    unmount,
-)
+from tests.integration.mounting import mounted, read_errno, requires_fuse
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 
@@ -40,36 +31,6 @@ def write_set(path: Path, refs: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({".zgroup": {"zarr_format": 2}, **refs}))
     return path
-
-
-@pytest.fixture
-def stuck_target(tmp_path: Path) -> Iterator[Path]:
-    """Mount ``tests.stuckfs`` and yield the path of its file whose reads never answer."""
-    mountpoint = tmp_path / "stuckfs"
-    mountpoint.mkdir()
-    log = tmp_path / "stuckfs.log"
-    with open(log, "wb") as log_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.stuckfs", str(mountpoint)],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    try:
-        deadline = time.monotonic() + MOUNT_TIMEOUT
-        while not is_mounted(mountpoint):
-            assert process.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the stuck filesystem did not mount"
-            time.sleep(0.02)
-        yield mountpoint / "stuck.bin"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        unmount(mountpoint)
 
 
 def timed_errno(path: Path) -> tuple[int | None, float]:
