@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import logging
 import os
 import stat
 from collections import OrderedDict
@@ -16,6 +17,8 @@ import outcome
 import trio
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 MAX_OPEN = 64
 """Local target files kept open at once; the least recently used one is closed first."""
@@ -88,6 +91,8 @@ class LocalFiles:
         self._handles: OrderedDict[str, _Handle] = OrderedDict()
         self._slots: dict[str, trio.CapacityLimiter] = {}
         self._abandoned = 0
+        self._stuck: dict[str, int] = {}
+        """Path → threads abandoned while using it that have not returned yet."""
         self._scratch = bytearray()
 
     @property
@@ -227,7 +232,7 @@ class LocalFiles:
         def finish(result: outcome.Outcome[T]) -> None:
             call.result = result
             if call.abandoned:
-                self._abandoned -= 1
+                self._returned(path)
                 self._free_slot(path, slots, call)
                 done()
                 if isinstance(result, outcome.Value):
@@ -246,7 +251,7 @@ class LocalFiles:
             self._limiter.release_on_behalf_of(call)
             if call.result is None:  # still running: abandon it
                 call.abandoned = True
-                self._abandoned += 1
+                self._abandon(path)
                 raise
             self._free_slot(path, slots, call)
             done()
@@ -258,6 +263,24 @@ class LocalFiles:
         done()
         assert call.result is not None
         return call.result.unwrap()
+
+    def _abandon(self, path: str) -> None:
+        self._abandoned += 1
+        stuck = self._stuck[path] = self._stuck.get(path, 0) + 1
+        if stuck == 1:
+            log.warning(
+                "%s: a system call on it has not returned: its worker thread is left behind "
+                "(%d threads left behind in all)",
+                path,
+                self._abandoned,
+            )
+
+    def _returned(self, path: str) -> None:
+        self._abandoned -= 1
+        self._stuck[path] -= 1
+        if not self._stuck[path]:
+            del self._stuck[path]
+            log.info("%s: every thread left behind has returned", path)
 
     def _free_slot(self, path: str, slots: trio.CapacityLimiter, call: object) -> None:
         slots.release_on_behalf_of(call)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import socket
 import threading
@@ -211,8 +212,9 @@ def stuck_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
 
 
 async def test_a_stuck_read_is_abandoned_and_holds_only_its_targets_threads(
-    tmp_path: Path, stuck_reads: threading.Event
+    tmp_path: Path, stuck_reads: threading.Event, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="refmount.local_files")
     stuck = write(tmp_path / "stuck.bin")
     other = write(tmp_path / "other.bin")
     shared = trio.CapacityLimiter(3)
@@ -223,6 +225,9 @@ async def test_a_stuck_read_is_abandoned_and_holds_only_its_targets_threads(
             with trio.fail_after(0.3):
                 await files.read(stuck, 0, 10)
     assert files.abandoned == 2
+    left_behind = [r for r in caplog.records if "left behind" in r.getMessage()]
+    assert len(left_behind) == 1  # one line per stuck file, not per read
+    assert stuck in left_behind[0].getMessage()
     assert threading.active_count() - threads_before <= 2
     assert shared.borrowed_tokens == 0  # abandoned threads leave the shared limiter
     for _ in range(5):  # another file still gets threads
@@ -231,6 +236,7 @@ async def test_a_stuck_read_is_abandoned_and_holds_only_its_targets_threads(
     files.forget(stuck)
     stuck_reads.set()
     await until_returned(files)
+    assert f"{stuck}: every thread left behind has returned" in caplog.text
     assert (await files.read(stuck, 5, 10))[0] == DATA[5:10]  # opened again, readable
 
 
