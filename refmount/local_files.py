@@ -63,8 +63,8 @@ class LocalFiles:
     wait for a writer) and refused unless the descriptor's ``fstat`` says regular file, so a
     FIFO, socket, device or directory never blocks a read, and a path swapped between a
     check and the open cannot slip through. A target inside ``forbidden`` (the mount's own
-    mountpoint) is refused before the open by its real path and after it by the path of
-    the open descriptor.
+    mountpoint) is refused before the open by its real path (``real_path``: nothing inside
+    is looked at) and after it by the path of the open descriptor.
 
     A worker thread may be abandoned: a cancelled call (the reader's deadline, shutdown)
     returns at once while its thread may stay blocked in a system call (a hung network
