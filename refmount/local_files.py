@@ -135,6 +135,11 @@ class LocalFiles:
             path, functools.partial(os.fstat, handle.fd), done=lambda: self._release(handle)
         )
 
+    async def path_status(self, path: str) -> os.stat_result:
+        """Return ``os.stat(path)``: the status of what the path names now (a worker thread
+        of ``path``'s, abandoned at cancellation)."""
+        return await self._in_thread(path, functools.partial(os.stat, path))
+
     def read_now(self, path: str, start: int, end: int) -> tuple[bytes, os.stat_result] | None:
         """Return what ``read`` would, if ``path`` is open and the page cache holds the range.
 

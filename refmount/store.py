@@ -4,7 +4,8 @@ the local-root check, the trio↔asyncio bridge, error classification, and the r
 Async filesystems (HTTP, S3 …) run on fsspec's own asyncio loop thread; trio awaits their
 results through ``_wait_for_future`` without a thread per request, at most
 ``connections_per_host`` at a time per host. Plain local files are read through descriptors
-kept open (``LocalFiles``: from the page cache on the loop's thread, else in a worker thread);
+kept open (``LocalFiles``: from the page cache on the loop's thread, else in a worker thread
+given up on at the deadline, at most a few per file; only regular files outside the mount);
 other blocking filesystems run in worker threads. All worker threads are bounded by one
 ``trio.CapacityLimiter``. Every failure leaves as ``RemoteError``, marked
 retryable or not; retrying is the reader's business.
@@ -535,7 +536,10 @@ class Store:
         if not pin.same(current):
             raise RemoteChangedError(url, pin.describe(), current.describe())
         if now - pin.checked >= self._recheck_after:
-            at_path = Pin.from_stat(await self._in_thread(url, lambda: os.stat(path)), now)
+            try:
+                at_path = Pin.from_stat(await self._local.path_status(path), now)
+            except OSError as error:
+                raise remote_error(url, error) from error
             if not pin.same(at_path):
                 self._local.forget(path)
                 raise RemoteChangedError(url, pin.describe(), at_path.describe())
