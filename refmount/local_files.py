@@ -136,9 +136,13 @@ class LocalFiles:
         )
 
     async def path_status(self, path: str) -> os.stat_result:
-        """Return ``os.stat(path)``: the status of what the path names now (a worker thread
-        of ``path``'s, abandoned at cancellation)."""
-        return await self._in_thread(path, functools.partial(os.stat, path))
+        """Return ``os.stat(path)``: the status of what the path names now."""
+        return await self.call(path, functools.partial(os.stat, path))
+
+    async def call(self, path: str, work: Callable[[], T]) -> T:
+        """Return ``work()``, run in one of ``path``'s worker threads (abandoned when
+        cancelled): for path look-ups that may block as long as a read of ``path``."""
+        return await self._in_thread(path, work)
 
     def read_now(self, path: str, start: int, end: int) -> tuple[bytes, os.stat_result] | None:
         """Return what ``read`` would, if ``path`` is open and the page cache holds the range.

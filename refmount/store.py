@@ -22,6 +22,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import errno
+import functools
 import logging
 import os
 import threading
@@ -402,10 +403,15 @@ class Store:
         if key not in self._filesystems:
             # the first use of a protocol may import it: not on the event loop
             await trio.to_thread.run_sync(self._filesystem, url, key, limiter=self._threads)
-        if self._local_roots is not None:
-            real = self._local_roots.resolve(url)  # raises RemoteAccessError
-            if _is_plain_local(url):
-                return self._filesystem(url, key)[0], real
+        roots = self._local_roots
+        if roots is not None:
+            if not _is_plain_local(url):
+                roots.resolve(url)  # raises RemoteAccessError
+                return self._filesystem(url, key)
+            # path look-ups in a worker thread of the file's own: its filesystem may hang
+            path = roots.local_path(url) or url
+            real = await self._local.call(path, functools.partial(roots.resolve, url))
+            return self._filesystem(url, key)[0], real
         return self._filesystem(url, key)
 
     def _filesystem(self, url: str, key: tuple[str, str | None]) -> tuple[FileSystem, str]:
