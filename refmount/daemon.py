@@ -29,7 +29,7 @@ from refmount.errors import MountError, ReferenceFormatError
 from refmount.filesystem import Owner, RefFilesystem
 from refmount.formats import LoadOptions, load
 from refmount.formats.options import Progress
-from refmount.fuse_ops import FuseOperations
+from refmount.fuse_ops import FuseOperations, InFlight
 from refmount.model import Inline, ReferenceSet
 from refmount.reader import Reader
 from refmount.store import FsspecSource, LocalRoots, StorageOptions, Store
@@ -41,6 +41,17 @@ READY_TIMEOUT = 30.0
 """Seconds to wait for the new mount to answer before giving up."""
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+STOP_GRACE = 2.0
+"""Seconds, at most, during which requests are still answered (with EIO) at shutdown."""
+
+STOP_QUIET = 0.2
+"""Shutdown closes the connection once no request came for this many seconds."""
+
+MOUNTINFO = Path("/proc/self/mountinfo")
+
+DETACH_POLL = 0.5
+"""Seconds between two looks at the mount table for a lazy unmount (see ``_stop_when_detached``)."""
 
 DEFAULT_FUSE_OPTIONS = ("fsname=refmount", "subtype=refmount", "ro", "default_permissions")
 
@@ -294,12 +305,14 @@ def mount_and_serve(
     and the start of the unmount as ``STOPPING=1``. With ``tuning`` (``-o tune_kernel``), the
     connection's sysfs knobs are set once the mount answers, before readiness is reported.
     """
-    roots = LocalRoots(config.local_roots) if config.shared else None
+    mountpoint = config.mountpoint
+    roots = LocalRoots(config.local_roots, forbidden=[str(mountpoint)]) if config.shared else None
     store = Store(
         StorageOptions(config.remote_options, config.s3_options),
         connections_per_host=config.retry.connections_per_host,
         local_roots=roots,
         pin=config.pin_versions,
+        own_mount=str(mountpoint),
     )
     reader = Reader(store, config.read, config.retry)
     filesystem = RefFilesystem(
@@ -310,8 +323,10 @@ def mount_and_serve(
         mtime_ns=loaded.mtime_ns,
         target_problem=None if roots is None else roots.problem,
     )
-    operations = FuseOperations(filesystem, timeout=config.attr_timeout, xattrs=config.xattrs)
-    mountpoint = config.mountpoint
+    requests = InFlight()
+    operations = FuseOperations(
+        filesystem, timeout=config.attr_timeout, xattrs=config.xattrs, requests=requests
+    )
     check_mountpoint(mountpoint, config.nonempty)  # again: it may have changed since
     # Hold SIGINT/SIGTERM from the moment the mount exists until trio listens for them, so a
     # signal in between is handled (late) instead of killing us with the mount left behind.
@@ -332,7 +347,7 @@ def mount_and_serve(
         prepare_targets(store, loaded.references)
 
     try:
-        trio.run(_serve, mountpoint, ready, reader, tuning, prepare)
+        trio.run(_serve, mountpoint, ready, reader, requests, tuning, prepare)
     finally:
         store.close()
         log.info("unmounting %s", mountpoint)
@@ -380,6 +395,7 @@ async def _serve(
     mountpoint: Path,
     on_ready: Callable[[], None],
     reader: Reader,
+    requests: InFlight,
     tuning: kernel.KernelTuning | None = None,
     prepare: Callable[[], None] | None = None,
 ) -> None:
@@ -389,27 +405,81 @@ async def _serve(
             nursery.start_soon(
                 functools.partial(trio.to_thread.run_sync, prepare, abandon_on_cancel=True)
             )
-        nursery.start_soon(_stop_on_signals)
-        nursery.start_soon(_announce_when_ready, mountpoint, on_ready, tuning)
+        nursery.start_soon(_stop_on_signals, requests)
+        nursery.start_soon(_announce_and_watch, mountpoint, on_ready, requests, tuning)
         await pyfuse3.main(min_tasks=4, max_tasks=256)
         nursery.cancel_scope.cancel()  # unmounted from outside: stop the helpers
 
 
-async def _stop_on_signals() -> None:
+async def _stop_on_signals(requests: InFlight) -> None:
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         async for signum in signals:
-            log.info("received %s, unmounting", signal.Signals(signum).name)
-            pyfuse3.terminate()
+            await _stop(requests, f"received {signal.Signals(signum).name}")
+            return
+
+
+async def _stop(requests: InFlight, why: str) -> None:
+    """End serving now: answer every request in flight with EIO, then leave pyfuse3's loop.
+
+    Nothing waits for a target: what the handlers were waiting for is cancelled (remote
+    requests) or abandoned (worker threads stuck in a system call). The kernel follows a
+    failed readahead with a read of its own, and a program may ask again: requests keep
+    being answered, with EIO at once, until none came for ``STOP_QUIET`` (at most
+    ``STOP_GRACE``). Requests left unread when the connection closes get ``ECONNABORTED``.
+    """
+    aborted = requests.abort()
+    log.info("%s, unmounting (%d requests in flight answered EIO)", why, aborted)
+    deadline = trio.current_time() + STOP_GRACE
+    seen = requests.started
+    while trio.current_time() < deadline:
+        await trio.sleep(STOP_QUIET)
+        if requests.started == seen:
+            break
+        seen = requests.started
+    pyfuse3.terminate()
+
+
+async def _announce_and_watch(
+    mountpoint: Path,
+    on_ready: Callable[[], None],
+    requests: InFlight,
+    tuning: kernel.KernelTuning | None = None,
+) -> None:
+    """Announce readiness, then stop serving once the mount has been detached."""
+    device = await _announce_when_ready(mountpoint, on_ready, tuning)
+    if device is not None:
+        await _stop_when_detached(device, requests)
+
+
+async def _stop_when_detached(
+    device: int, requests: InFlight, mountinfo: Path = MOUNTINFO, every: float = DETACH_POLL
+) -> None:
+    """Stop serving once the mount ``device`` is gone from this namespace's mount table.
+
+    A lazy unmount (``fusermount3 -u -z``) detaches the mount at once but the kernel keeps
+    the connection, and us, alive while any file of it stays open: a program blocked in a
+    slow read would keep the daemon serving a mount nobody can reach any more.
+    """
+    wanted = f" {os.major(device)}:{os.minor(device)} "
+    while True:
+        await trio.sleep(every)
+        try:
+            table = mountinfo.read_text()  # noqa: ASYNC240 - procfs, answered from memory
+        except OSError:  # pragma: no cover - procfs always answers
+            continue
+        if wanted not in table:
+            await _stop(requests, "the mount was detached (lazy unmount)")
             return
 
 
 async def _announce_when_ready(
     mountpoint: Path, on_ready: Callable[[], None], tuning: kernel.KernelTuning | None = None
-) -> None:
+) -> int | None:
     """Wait until the kernel routes requests on ``mountpoint`` to us, then call ``on_ready``.
 
-    With ``tuning``, the connection's kernel knobs are set first.
+    With ``tuning``, the connection's kernel knobs are set first. Returns the mount's device
+    number (None if it never answered).
     """
     parent_device = (await trio.to_thread.run_sync(os.stat, mountpoint.parent)).st_dev
     deadline = trio.current_time() + READY_TIMEOUT
@@ -420,7 +490,8 @@ async def _announce_when_ready(
             if tuning is not None:
                 await trio.to_thread.run_sync(tune_kernel, mountpoint, status.st_dev, tuning)
             on_ready()
-            return
+            return status.st_dev
         await trio.sleep(0.01)
     log.error("the mount on %s did not answer within %.0f s", mountpoint, READY_TIMEOUT)
     pyfuse3.terminate()
+    return None

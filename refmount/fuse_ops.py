@@ -4,7 +4,8 @@ Every handler goes through ``_boundary``: refmount errors become their errno (ta
 format errors with one log line naming the key and URL), and any other exception becomes
 EIO with a traceback in the log. Nothing else may escape a handler: pyfuse3 would end the
 whole mount. The boundary also times every call and counts its errors in the filesystem's
-``Statistics``.
+``Statistics``, and runs it in a cancel scope of ``InFlight``: at shutdown every request
+still running is cancelled and answered ``EIO`` at once.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import pyfuse3
+import trio
 
 from refmount.errors import FilesystemError, RecentFailureError, RefmountError
 from refmount.filesystem import BLOCK_SIZE, DIRECTORY, UNRESOLVED, Attributes, RefFilesystem
@@ -50,7 +52,7 @@ def _boundary(
         started = time.perf_counter_ns()
         failure: int | None = None
         try:
-            return await handler(self, *args, **kwargs)
+            return await self._requests.run(functools.partial(handler, self, *args, **kwargs))
         except pyfuse3.FUSEError as error:
             # ENOSYS is the protocol's "not implemented, never ask again" (see the class
             # docstring), the answer chosen for those operations: counted, not an error
@@ -77,12 +79,51 @@ def _boundary(
     return wrapper
 
 
+class InFlight:
+    """The requests being answered, each in its own cancel scope, so that shutdown can
+    answer them all at once (``abort``) instead of waiting for slow targets.
+
+    Owned by the event loop's thread. After ``abort``, new requests are cancelled as they
+    start.
+    """
+
+    def __init__(self) -> None:
+        self._scopes: set[trio.CancelScope] = set()
+        self._aborted = False
+        self.started = 0
+        """How many requests have started (shutdown waits until none come any more)."""
+
+    def __len__(self) -> int:
+        return len(self._scopes)
+
+    async def run(self, request: Callable[[], Awaitable[R]]) -> R:
+        """Run one request inside a cancel scope that ``abort`` cancels (then ``EIO``)."""
+        self.started += 1
+        with trio.CancelScope() as scope:
+            if self._aborted:
+                scope.cancel()
+            self._scopes.add(scope)
+            try:
+                return await request()
+            finally:
+                self._scopes.discard(scope)
+        raise pyfuse3.FUSEError(errno.EIO)  # cancelled by abort: the kernel gets EIO
+
+    def abort(self) -> int:
+        """Cancel every request in flight (they answer ``EIO``); return how many there were."""
+        self._aborted = True
+        for scope in self._scopes:
+            scope.cancel()
+        return len(self._scopes)
+
+
 def _read_only() -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(errno.EROFS)
 
 
 class FuseOperations(pyfuse3.Operations):
-    """Translates between pyfuse3's types and ``RefFilesystem``; holds no state of its own.
+    """Translates between pyfuse3's types and ``RefFilesystem``; holds no state of its own
+    (the requests in flight are kept by ``requests``, for shutdown).
 
     Two operations answer ``ENOSYS``, which tells the kernel never to send them again on
     this connection: ``flush`` (nothing to flush on a read-only mount: one round trip less
@@ -95,11 +136,19 @@ class FuseOperations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, filesystem: RefFilesystem, *, timeout: float, xattrs: bool = False) -> None:
+    def __init__(
+        self,
+        filesystem: RefFilesystem,
+        *,
+        timeout: float,
+        xattrs: bool = False,
+        requests: InFlight | None = None,
+    ) -> None:
         super().__init__()
         self._fs = filesystem
         self._timeout = timeout
         self._xattrs = xattrs
+        self._requests = requests if requests is not None else InFlight()
 
     def _entry(self, attributes: Attributes) -> pyfuse3.EntryAttributes:
         entry = pyfuse3.EntryAttributes()

@@ -7,7 +7,8 @@ results through ``_wait_for_future`` without a thread per request, at most
 never past one byte after the range, never inflated (``_bounded_http_range``,
 ``_bounded_s3_range``): no answer makes the daemon hold more than it asked for. Plain
 local files are read through descriptors kept open (``LocalFiles``: from the page cache on
-the loop's thread, else in a worker thread); other blocking filesystems run in worker
+the loop's thread, else in a worker thread given up on at the deadline, at most a few per
+file; only regular files outside the mount); other blocking filesystems run in worker
 threads. All worker threads are bounded by one ``trio.CapacityLimiter``. Every failure
 leaves as ``RemoteError``, marked retryable or not; retrying is the reader's business.
 
@@ -39,7 +40,7 @@ import trio
 from fsspec.implementations.local import LocalFileSystem
 
 from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError, too_large
-from refmount.local_files import LocalFiles
+from refmount.local_files import LocalFiles, real_path
 from refmount.urls import directory_of, protocol_of
 from refmount.versions import Pin
 
@@ -174,8 +175,9 @@ class LocalRoots:
     are refused: the files they read do not appear in the URL.
     """
 
-    def __init__(self, roots: Iterable[str]) -> None:
+    def __init__(self, roots: Iterable[str], forbidden: Iterable[str] = ()) -> None:
         self._roots = tuple(os.path.realpath(root) for root in roots)
+        self._forbidden = tuple(os.path.realpath(path) for path in forbidden)
 
     @property
     def roots(self) -> tuple[str, ...]:
@@ -207,7 +209,10 @@ class LocalRoots:
         path = self.local_path(url)
         if path is None:
             return None, None
-        real = os.path.realpath(path)
+        try:  # never looks inside the mount itself (see real_path)
+            real = real_path(path, self._forbidden)
+        except OSError as error:
+            return f"the local file {path}: {error.strerror}", None
         if any(_inside(real, root) for root in self._roots):
             return None, real
         roots = ", ".join(self._roots) if self._roots else "none given"
@@ -285,8 +290,9 @@ class Store:
     HTTP session or S3 client) carrying one host's credentials only ever serves that host.
 
     ``local_roots``, when given, restricts local targets (checked again at every read, and
-    the real path is what is read). ``pin`` records each target's version at first use; a
-    later read of another version fails with ``RemoteChangedError``.
+    the real path is what is read). Local targets inside ``own_mount`` (the mountpoint) are
+    refused: reading them would ask this very mount. ``pin`` records each target's version
+    at first use; a later read of another version fails with ``RemoteChangedError``.
     """
 
     def __init__(
@@ -299,6 +305,7 @@ class Store:
         pin: bool = False,
         recheck_after: float = PIN_RECHECK_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        own_mount: str | None = None,
     ) -> None:
         self._options = options or StorageOptions()
         self._filesystems: dict[tuple[str, str | None], FileSystem] = {}
@@ -312,7 +319,7 @@ class Store:
         self._clock = clock
         self._pins: dict[str, Pin] = {}
         self._pinning: dict[str, trio.Event] = {}
-        self._local = LocalFiles(self._threads)
+        self._local = LocalFiles(self._threads, forbidden=() if own_mount is None else (own_mount,))
         self._local_paths: dict[str, str] = {}
         """URL → path of local files read at least once (the path ``LocalFiles`` keys)."""
 
@@ -391,7 +398,7 @@ class Store:
         if self._pin:
             size: object = (await self._pinned(url, fs, path)).size
         elif _is_plain_local(url):
-            size = (await self._in_thread(url, lambda: os.stat(path))).st_size
+            size = (await self._local_status(url, path)).st_size
         else:
             size = (await self._info(url, fs, path)).get("size")
         if not isinstance(size, int):
@@ -403,10 +410,15 @@ class Store:
         if key not in self._filesystems:
             # the first use of a protocol may import it: not on the event loop
             await trio.to_thread.run_sync(self._filesystem, url, key, limiter=self._threads)
-        if self._local_roots is not None:
-            real = self._local_roots.resolve(url)  # raises RemoteAccessError
-            if _is_plain_local(url):
-                return self._filesystem(url, key)[0], real
+        roots = self._local_roots
+        if roots is not None:
+            if not _is_plain_local(url):
+                roots.resolve(url)  # raises RemoteAccessError
+                return self._filesystem(url, key)
+            # path look-ups in a worker thread of the file's own: its filesystem may hang
+            path = roots.local_path(url) or url
+            real = await self._local.call(path, functools.partial(roots.resolve, url))
+            return self._filesystem(url, key)[0], real
         return self._filesystem(url, key)
 
     def _filesystem(self, url: str, key: tuple[str, str | None]) -> tuple[FileSystem, str]:
@@ -440,8 +452,7 @@ class Store:
 
     async def _current_version(self, url: str, fs: FileSystem, path: str) -> Pin:
         if _is_plain_local(url):
-            status = await self._in_thread(url, lambda: os.stat(path))
-            return Pin.from_stat(status, self._clock())
+            return Pin.from_stat(await self._local_status(url, path), self._clock())
         refresh = {"refresh": True} if protocol_of(url) in S3_PROTOCOLS else {}
         return Pin.from_info(await self._info(url, fs, path, **refresh), self._clock())
 
@@ -547,12 +558,22 @@ class Store:
         if not pin.same(current):
             raise RemoteChangedError(url, pin.describe(), current.describe())
         if now - pin.checked >= self._recheck_after:
-            at_path = Pin.from_stat(await self._in_thread(url, lambda: os.stat(path)), now)
+            try:
+                at_path = Pin.from_stat(await self._local.path_status(path), now)
+            except OSError as error:
+                raise remote_error(url, error) from error
             if not pin.same(at_path):
                 self._local.forget(path)
                 raise RemoteChangedError(url, pin.describe(), at_path.describe())
             pin.checked = now
         return data
+
+    async def _local_status(self, url: str, path: str) -> os.stat_result:
+        """Return the status of a local target through its descriptor (a regular file)."""
+        try:
+            return await self._local.status(path)
+        except OSError as error:
+            raise remote_error(url, error) from error
 
     # ------------------------------------------------------------------ running requests
 

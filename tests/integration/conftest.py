@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.integration.mounting import MOUNT_TIMEOUT, is_mounted, unmount
 from tests.servers import (
     AWS_VARIABLES_TO_CLEAR,
     DUMMY_AWS_ENVIRONMENT,
@@ -68,3 +72,33 @@ def fault_proxy(http_server: RangeHTTPServer) -> Iterator[FaultProxy]:
     with FaultProxy(http_server.url, stall_seconds=30.0, seed=20240601) as proxy:
         yield proxy
     assert proxy.errors == []
+
+
+@pytest.fixture
+def stuck_target(tmp_path: Path) -> Iterator[Path]:
+    """Mount ``tests.stuckfs`` and yield the path of its file whose reads never answer."""
+    mountpoint = tmp_path / "stuckfs"
+    mountpoint.mkdir()
+    log = tmp_path / "stuckfs.log"
+    with open(log, "wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.stuckfs", str(mountpoint)],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        deadline = time.monotonic() + MOUNT_TIMEOUT
+        while not is_mounted(mountpoint):
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the stuck filesystem did not mount"
+            time.sleep(0.02)
+        yield mountpoint / "stuck.bin"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        unmount(mountpoint)

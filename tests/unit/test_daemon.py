@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
+import pyfuse3
 import pytest
+import trio
 
 from refmount.config import MountConfig
 from refmount.daemon import (
     DEFAULT_FUSE_OPTIONS,
+    _stop_when_detached,
     check_local_targets,
     check_mountpoint,
     fuse_options,
@@ -19,6 +24,7 @@ from refmount.daemon import (
     prepare_targets,
 )
 from refmount.errors import MountError, ReferenceFormatError
+from refmount.fuse_ops import InFlight
 from refmount.model import Inline, Range, Whole
 from refmount.store import LocalRoots, Store
 from tests.fakes import DictReferences
@@ -177,3 +183,32 @@ def test_libfuse_accepts_what_it_knows(options: set[str]) -> None:
 )
 def test_libfuse_refuses_what_it_does_not_know(option: str, words: str) -> None:
     assert fuse_options_problem({*DEFAULT_FUSE_OPTIONS, option}) == words
+
+
+async def test_a_detached_mount_stops_serving_after_answering_what_is_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    device = os.makedev(0, 4242)
+    line = "77 1 0:4242 / /mnt rw,nosuid - fuse.refmount refmount ro\n"
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text("22 1 0:21 / /proc rw - proc proc rw\n" + line)
+    terminated: list[int] = []
+    requests = InFlight()
+    monkeypatch.setattr(pyfuse3, "terminate", lambda: terminated.append(len(requests)))
+    errnos: list[int] = []
+
+    async def in_flight() -> None:
+        try:
+            await requests.run(trio.sleep_forever)
+        except pyfuse3.FUSEError as error:
+            errnos.append(error.errno)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(in_flight)
+            nursery.start_soon(_stop_when_detached, device, requests, mountinfo, 0.01)
+            await trio.sleep(0.1)
+            assert not terminated  # still mounted: serving goes on
+            mountinfo.write_text("22 1 0:21 / /proc rw - proc proc rw\n")
+    assert errnos == [errno.EIO]
+    assert terminated == [0]  # after the request in flight was answered

@@ -9,10 +9,11 @@ from typing import cast
 
 import pyfuse3
 import pytest
+import trio
 
 from refmount.config import ReadConfig
 from refmount.filesystem import Owner, RefFilesystem
-from refmount.fuse_ops import FuseOperations
+from refmount.fuse_ops import FuseOperations, InFlight
 from refmount.model import Inline, Whole
 from refmount.reader import Reader
 from refmount.stats import STATS_FILE
@@ -303,3 +304,34 @@ async def test_an_exception_in_any_handler_is_eio_and_later_calls_work(
     if handler == "readdir":
         assert replies == [b".", b"..", b"a"] * 2  # before and after the failures
     assert await call(ops, "read", inode) == b"hello"  # other operations never affected
+
+
+async def test_abort_answers_every_request_in_flight_with_eio_and_then_new_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    requests = InFlight()
+    ops = FuseOperations(operations()._fs, timeout=1.0, requests=requests)
+    started = trio.Event()
+
+    async def forever(inode: object) -> None:
+        started.set()
+        await trio.sleep_forever()
+
+    monkeypatch.setattr(ops._fs, "getattr", forever)
+    errnos: list[int] = []
+
+    async def ask() -> None:
+        with pytest.raises(pyfuse3.FUSEError) as raised:
+            await ops.getattr(pyfuse3.InodeT(1), CONTEXT)
+        errnos.append(raised.value.errno)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask)
+            await started.wait()
+            assert len(requests) == 1
+            assert requests.abort() == 1
+        await ask()  # after abort, a new request is answered at once
+    assert errnos == [errno.EIO, errno.EIO]
+    assert len(requests) == 0
+    assert ops._fs.statistics.operations["getattr"].errnos == {errno.EIO: 2}

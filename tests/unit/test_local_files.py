@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +131,177 @@ async def test_forget_makes_the_next_read_open_the_path_again(tmp_path: Path) ->
     assert (await files.read(path, 0, 4))[0] == DATA[:4]  # the old file, still open
     files.forget(path)
     assert (await files.read(path, 0, 4))[0] == b"NEW!"
+
+
+@pytest.fixture
+def special_files(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A FIFO with no writer, a listening socket's path, a character device, a directory."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    sock_path = tmp_path / "sock"
+    (tmp_path / "dir").mkdir()
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(sock_path))
+        listener.listen()
+        yield {
+            "a FIFO": str(fifo),
+            "a socket": str(sock_path),
+            "a character device": "/dev/zero",
+            "a directory": str(tmp_path / "dir"),
+        }
+
+
+async def test_only_regular_files_are_read_and_nothing_blocks_on_open(
+    special_files: dict[str, str],
+) -> None:
+    files = LocalFiles(trio.CapacityLimiter(2))
+    for kind, path in special_files.items():
+        # a socket cannot be opened at all (ENXIO); the others open and are refused
+        expected = "No such device" if kind == "a socket" else f"not a regular file \\({kind}\\)"
+        with trio.fail_after(10), pytest.raises(OSError, match=expected) as caught:
+            await files.read(path, 0, 10)
+        assert caught.value.errno == (errno.ENXIO if kind == "a socket" else errno.EINVAL)
+        with trio.fail_after(10), pytest.raises(OSError, match=expected):
+            await files.status(path)  # a whole-file size is never a device's 0
+    assert files.open_count == 0
+    assert files.abandoned == 0
+
+
+async def test_status_describes_the_open_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "a.bin")
+    files = LocalFiles(trio.CapacityLimiter(2))
+    assert (await files.status(path)).st_size == len(DATA)
+    assert files.open_count == 1
+
+
+async def test_targets_inside_a_forbidden_directory_are_refused(tmp_path: Path) -> None:
+    mount = tmp_path / "mnt"
+    (mount / "sub").mkdir(parents=True)
+    inside = write(mount / "sub" / "a.bin")
+    (tmp_path / "link").symlink_to(mount / "sub")
+    outside = write(tmp_path / "b.bin")
+    files = LocalFiles(trio.CapacityLimiter(2), forbidden=[str(mount)])
+    relative = os.path.relpath(inside)  # noqa: ASYNC240 - no I/O
+    for path in (
+        inside,
+        str(tmp_path / "link" / "a.bin"),
+        relative,
+        str(mount / "sub/../sub/a.bin"),
+    ):
+        with pytest.raises(OSError, match="inside the mount itself") as caught:
+            await files.read(path, 0, 4)
+        assert caught.value.errno == errno.EINVAL
+    assert (await files.read(outside, 0, 4))[0] == DATA[:4]
+
+
+@pytest.fixture
+def stuck_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Make reads of files named ``stuck*`` block in their thread until the event is set."""
+    monkeypatch.setattr(local_files, "NOWAIT", 0)  # every read goes to a thread
+    original = local_files._read_and_stat
+    release = threading.Event()
+
+    def maybe_stuck(fd: int, start: int, end: int) -> tuple[bytes, os.stat_result]:
+        if os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[-1].startswith("stuck"):
+            release.wait(30)
+        return original(fd, start, end)
+
+    monkeypatch.setattr(local_files, "_read_and_stat", maybe_stuck)
+    yield release
+    release.set()
+
+
+async def test_a_stuck_read_is_abandoned_and_holds_only_its_targets_threads(
+    tmp_path: Path, stuck_reads: threading.Event, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="refmount.local_files")
+    stuck = write(tmp_path / "stuck.bin")
+    other = write(tmp_path / "other.bin")
+    shared = trio.CapacityLimiter(3)
+    files = LocalFiles(shared, per_target=2)
+    threads_before = threading.active_count()
+    for _ in range(4):  # the first two start a thread each; the last two wait for a slot
+        with pytest.raises(trio.TooSlowError):
+            with trio.fail_after(0.3):
+                await files.read(stuck, 0, 10)
+    assert files.abandoned == 2
+    left_behind = [r for r in caplog.records if "left behind" in r.getMessage()]
+    assert len(left_behind) == 1  # one line per stuck file, not per read
+    assert stuck in left_behind[0].getMessage()
+    assert threading.active_count() - threads_before <= 2
+    assert shared.borrowed_tokens == 0  # abandoned threads leave the shared limiter
+    for _ in range(5):  # another file still gets threads
+        with trio.fail_after(10):
+            assert (await files.read(other, 0, 10))[0] == DATA[:10]
+    files.forget(stuck)
+    stuck_reads.set()
+    await until_returned(files)
+    assert f"{stuck}: every thread left behind has returned" in caplog.text
+    assert (await files.read(stuck, 5, 10))[0] == DATA[5:10]  # opened again, readable
+
+
+async def test_an_abandoned_thread_keeps_its_descriptor_open_until_it_returns(
+    tmp_path: Path, stuck_reads: threading.Event
+) -> None:
+    stuck = write(tmp_path / "stuck.bin")
+    files = LocalFiles(trio.CapacityLimiter(2))
+    with pytest.raises(trio.TooSlowError), trio.fail_after(0.3):
+        await files.read(stuck, 0, 10)
+    fds = [fd for fd in os.listdir("/proc/self/fd") if _names(fd, stuck)]
+    assert len(fds) == 1
+    files.close()
+    assert os.fstat(int(fds[0]))  # the abandoned read still holds it
+    stuck_reads.set()
+    await until_returned(files)
+    assert not [fd for fd in os.listdir("/proc/self/fd") if _names(fd, stuck)]
+
+
+async def until_returned(files: LocalFiles) -> None:
+    """Wait until every abandoned thread of ``files`` has returned."""
+    with trio.fail_after(10):
+        while files.abandoned:  # noqa: ASYNC110 - a count kept on the loop's thread
+            await trio.sleep(0.01)
+
+
+def _names(fd: str, name: str) -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").endswith(name)
+    except OSError:
+        return False
+
+
+def test_real_path_is_realpath_and_never_looks_inside_what_it_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top = str(tmp_path)
+    os.makedirs(f"{top}/a/b/c")
+    os.symlink("../..", f"{top}/a/b/c/up")
+    os.symlink(f"{top}/a/b", f"{top}/abs")
+    os.symlink("b/c/up/b", f"{top}/a/rel")
+    monkeypatch.chdir(tmp_path / "a")
+    for path in (
+        top,
+        f"{top}/a/b/c/up",
+        f"{top}/a/b/c/up/b/c/../../x/y",
+        f"{top}/abs/c/up/rel/c",
+        f"{top}/a/rel/../b",
+        f"{top}/missing/../a",
+        f"{top}//a/./b/",
+        "/",
+        "/..",
+        "rel/c/../..",
+        "b/c/up/b/c/up/b/c/up",
+    ):
+        assert local_files.real_path(path) == os.path.realpath(path), path
+    looked: list[str] = []
+    original = os.lstat
+
+    def lstat(path: str) -> os.stat_result:
+        looked.append(path)
+        return original(path)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    with pytest.raises(OSError, match="inside the mount itself") as caught:
+        local_files.real_path(f"{top}/abs/c/x", (f"{top}/a/b",))
+    assert caught.value.errno == errno.EINVAL
+    assert not [path for path in looked if path.startswith(f"{top}/a/b")]

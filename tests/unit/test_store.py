@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import os
 import threading
 from pathlib import Path
@@ -153,6 +154,40 @@ async def test_local_files_are_read_through_kept_descriptors(tmp_path: Path) -> 
         await store.read_range(str(tmp_path / "missing"), 0, 1)
     assert not caught.value.retryable
     assert "missing" in str(caught.value)
+
+
+@pytest.mark.parametrize("pin", [False, True])
+async def test_local_targets_that_are_not_regular_files_are_refused_at_once(
+    tmp_path: Path, pin: bool
+) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    store = Store(pin=pin)
+    for url in (str(fifo), "/dev/zero", f"file://{tmp_path}"):
+        for request in (
+            functools.partial(store.read_range, url, 0, 4),
+            functools.partial(store.size, url),
+        ):
+            with (
+                trio.fail_after(10),
+                pytest.raises(RemoteError, match="not a regular file") as caught,
+            ):
+                await request()
+            assert not caught.value.retryable
+
+
+async def test_local_targets_inside_the_own_mount_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "mnt").mkdir()
+    inside = tmp_path / "mnt" / "data.bin"
+    inside.write_bytes(b"0123456789")
+    (tmp_path / "alias").symlink_to(tmp_path / "mnt")
+    store = Store(own_mount=str(tmp_path / "mnt"))
+    for url in (str(inside), f"file://{tmp_path}/alias/data.bin"):
+        with pytest.raises(RemoteError, match="inside the mount itself") as caught:
+            await store.read_range(url, 0, 4)
+        assert not caught.value.retryable
+        with pytest.raises(RemoteError, match="inside the mount itself"):
+            await store.size(url)
 
 
 async def test_async_filesystems_are_awaited_on_fsspec_loop(
