@@ -169,6 +169,48 @@ class ReaderStatistics:
     bytes_cached: int = 0
 
 
+class ReadPath(Protocol):
+    """What the filesystem reads through: a ``Reader``, or a view over one (``--decode``)."""
+
+    @property
+    def config(self) -> ReadConfig:
+        """Return how reads are served."""
+        ...
+
+    @property
+    def can_prefetch(self) -> bool:
+        """Return True when background work can be started."""
+        ...
+
+    def spawn(self, job: Callable[[], Awaitable[object]], what: str) -> bool:
+        """Run ``job`` in the background."""
+        ...
+
+    def prefetch_neighbours(
+        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
+    ) -> NeighbourPrefetch:
+        """Fetch the stored bytes of neighbouring references ahead of reads."""
+        ...
+
+    def statistics(self) -> ReaderStatistics:
+        """Return the read path's counters."""
+        ...
+
+    def known_size(self, reference: Reference) -> int | None:
+        """Return a reference's size if it is known without I/O."""
+        ...
+
+    async def size(self, key: str, reference: Reference) -> int:
+        """Return the size of file ``key``."""
+        ...
+
+    async def read(
+        self, key: str, reference: Reference, offset: int, size: int
+    ) -> bytes | memoryview:
+        """Return up to ``size`` bytes at ``offset`` of file ``key``."""
+        ...
+
+
 class Reader:
     """Serves reads of references; owns the byte cache and the in-flight requests.
 
@@ -223,6 +265,11 @@ class Reader:
     def config(self) -> ReadConfig:
         """Return how reads are served."""
         return self._config
+
+    @property
+    def cache(self) -> ByteCache:
+        """Return the byte-budgeted cache (views over the reader keep their data in it too)."""
+        return self._cache
 
     def start_background(self, nursery: trio.Nursery) -> None:
         """Run prefetches in ``nursery`` from now on (cancelling it stops them)."""
