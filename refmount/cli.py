@@ -86,6 +86,7 @@ given the same way, which is what /etc/fstab needs:
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
   uid=N  gid=N  umask=MASK  no_pin  tune_kernel  tune_read_ahead=SIZE  xattr
+  decode
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
 default_permissions is always on: the kernel enforces the modes (0444 files, 0555
@@ -219,6 +220,12 @@ def build_parser() -> argparse.ArgumentParser:
         "security attributes once per file (ls -l on a big directory gets several times "
         "slower)",
     )
+    parser.add_argument(
+        "--decode",
+        action="store_true",
+        help="serve arrays decoded (no compressor or filters, little-endian, C order) for "
+        "readers that lack their codecs; off by default (the referenced bytes as stored)",
+    )
     parser.add_argument("--version", action="version", version=f"refmount {__version__}")
     return parser
 
@@ -278,6 +285,7 @@ _OWN_OPTIONS = frozenset(
         "tune_kernel",
         "tune_read_ahead",
         "xattr",
+        "decode",
     }
 )
 """refmount options that ``-o name=value`` may set, named like their command-line flags."""
@@ -354,6 +362,7 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             umask=None if args.umask is None else parse_umask(str(args.umask)),
             pin_versions=not args.no_pin,
             xattrs=bool(args.xattr),
+            decode=bool(args.decode),
         )
         args.kernel_tuning = kernel_tuning(args)
     except ValueError as error:
@@ -484,12 +493,19 @@ arrays (shape, chunks, dtype), targets and the bytes referenced.
 CHECK_EPILOG = """\
 -o accepts the mount's options; those that concern reading REFS and its targets apply
 (remote_protocol, remote_options, target_options, target, s3_endpoint_url, s3_region,
-s3_anon, s3_requester_pays), the others are ignored.
+s3_anon, s3_requester_pays), and decode and cache_size; the others are ignored.
 
 exit status: 0 no problems, 2 the set is malformed or has problems (or bad arguments).
 """
 
-_CHECK_OPTIONS = ("remote_protocol", "remote_options", "target_options", "target")
+_CHECK_OPTIONS = (
+    "remote_protocol",
+    "remote_options",
+    "target_options",
+    "target",
+    "decode",
+    "cache_size",
+)
 
 
 def build_check_parser() -> argparse.ArgumentParser:
@@ -518,6 +534,14 @@ def build_check_parser() -> argparse.ArgumentParser:
     parser.add_argument("--remote-options", metavar="JSON", help="as for mounting (--sizes)")
     parser.add_argument("--target-options", metavar="JSON", help="as for mounting")
     parser.add_argument("--target", metavar="URL", help="as for mounting")
+    parser.add_argument(
+        "--decode",
+        action="store_true",
+        help="list the arrays a --decode mount would serve as stored, and why",
+    )
+    parser.add_argument(
+        "--cache-size", metavar="SIZE", help="as for mounting (--decode: its quarter rule)"
+    )
     return parser
 
 
@@ -531,13 +555,14 @@ def check_main(argv: Sequence[str]) -> int:
             name, has_value, value = option.partition("=")
             own = name.replace("-", "_")
             if own in _CHECK_OPTIONS:
-                if getattr(args, own) is None:
+                if getattr(args, own) in (None, False):
                     setattr(args, own, value if has_value else True)
             elif own in S3_SHORTCUTS:
                 shortcuts[own] = value if has_value else True
     try:
         target_options = _json_object("--target-options", args.target_options)
         remote_options = _json_object("--remote-options", args.remote_options)
+        cache_size = parse_size(args.cache_size) if args.cache_size else ReadConfig().cache_size
     except ValueError as error:
         parser.error(str(error))
     setup_logging("warning", journald="JOURNAL_STREAM" in os.environ)
@@ -564,6 +589,7 @@ def check_main(argv: Sequence[str]) -> int:
         quick=args.quick,
         size_of=None if store is None else store.size,
         scan_progress=ProgressReporter(refs, sys.stderr, unit="chunk rows", verb="scanning"),
+        decode_cache=cache_size if args.decode else None,
     )
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))

@@ -111,7 +111,8 @@ class MountConfig:
     ``local_roots`` are the directories local targets must lie in when the mount is
     ``shared``; ``uid``, ``gid`` and ``umask`` (None: the mounting user, no mask) shape every
     node's attributes; ``pin_versions`` pins each target's ETag or mtime at first use;
-    ``xattrs`` serves the ``user.refmount.*`` extended attributes.
+    ``xattrs`` serves the ``user.refmount.*`` extended attributes; ``decode`` serves arrays
+    decoded (``refmount.decode``).
     """
 
     refs: str
@@ -134,6 +135,7 @@ class MountConfig:
     umask: int | None = None
     pin_versions: bool = True
     xattrs: bool = False
+    decode: bool = False
 
     @property
     def shared(self) -> bool:

@@ -157,8 +157,8 @@ def v2_pipeline(meta: Mapping[str, Any]) -> Pipeline:
     steps: list[tuple[str, Step]] = []
     if compressor is not None:
         steps.append(compressor_step(_config(compressor), bound))
-    for config in reversed(filters):
-        steps.append(filter_step(_config(config)))
+    for config in reversed(filters):  # kerchunk puts HDF5's deflate among the filters
+        steps.append(compressor_step(_config(config), bound))
     names = codec_names([*filters, *([compressor] if compressor is not None else [])])
     return Pipeline(names, tuple(steps), dtype, chunks, order)
 

@@ -200,6 +200,21 @@ def _plan_array(result: Plan, key: str, document: Any, cache_size: int) -> None:
     result.arrays[path] = DecodedArray(path, grid, pipeline)
 
 
+def decoded_view(
+    references: ReferenceSet, reader: Reader, cache_size: int
+) -> tuple[DecodedReferences, DecodingReader]:
+    """Return the decoded view of a mount's references and reader; warn once per array
+    served as stored."""
+    decisions = plan(references, cache_size)
+    decisions.warn()
+    log.info(
+        "--decode: %d arrays decoded, %d served as stored",
+        len(decisions.arrays),
+        len(decisions.stored),
+    )
+    return DecodedReferences(references, decisions), DecodingReader(reader, decisions)
+
+
 class DecodedReferences:
     """A ``ReferenceSet`` whose metadata is rewritten and whose decoded chunks have their
     decoded size; chunk references stay those of the stored bytes."""

@@ -324,3 +324,11 @@ def test_bad_tune_read_ahead_is_a_usage_error(
         parse_args(["-o", f"tune_read_ahead={size}", "refs.json", str(tmp_path)])
     assert caught.value.code == 2
     assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--decode"], ["-o", "decode"], ["-o", "ro,decode"]])
+def test_decode_is_a_flag_and_a_mount_option(tmp_path: Path, argv: list[str]) -> None:
+    assert not parse_args(["refs.json", str(tmp_path)])[0].decode
+    config, _ = parse_args([*argv, "refs.json", str(tmp_path)])
+    assert config.decode
+    assert "decode" not in config.fuse_options

@@ -186,3 +186,13 @@ def test_a_corrupt_chunk_names_the_codec() -> None:
     with pytest.raises(DecodeFailed) as failed:
         pipeline.decode(b"not zlib at all")
     assert failed.value.codec == "zlib"
+
+
+def test_a_compressor_among_the_filters_is_decoded_and_bounded() -> None:
+    """kerchunk's HDF5 scanner writes deflate as a filter: ``filters: [shuffle, zlib]``."""
+    values = VALUES.astype("<f8")
+    filters = [numcodecs.Shuffle(elementsize=8), numcodecs.Zlib()]
+    pipeline = v2_pipeline(zarray("<f8", None, [f.get_config() for f in filters]))
+    assert pipeline.decode(encode(values, *filters)) == values.tobytes()
+    with pytest.raises(DecodeFailed, match="inflates past"):
+        pipeline.decode(zlib.compress(BOMB))
