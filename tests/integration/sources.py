@@ -141,6 +141,33 @@ def tiff(directory: Path) -> Source:
     return Source("tiff", path, refs_path, ("",))
 
 
+def netcdf3(directory: Path) -> Source:
+    """A netCDF3 classic file, which kerchunk references as big-endian arrays.
+
+    ``t`` is float32 (y, x) = (7, 9) with a fill value and some masked points, ``e`` int16;
+    the references come from kerchunk's ``NetCDF3ToZarr`` (it needs scipy).
+    """
+    import netCDF4
+    from kerchunk.netCDF3 import NetCDF3ToZarr
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "classic.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.title = NETCDF_TITLE
+        ds.createDimension("y", 7)
+        ds.createDimension("x", 9)
+        t = ds.createVariable("t", "f4", ("y", "x"), fill_value=NETCDF_FILL)
+        t.units = "K"
+        values = np.arange(63, dtype="f4").reshape(7, 9) / 4 + 250
+        t[:] = np.ma.masked_where(np.arange(63).reshape(7, 9) % 10 == 3, values)
+        e = ds.createVariable("e", "i2", ("y", "x"))
+        e[:] = (np.arange(63).reshape(7, 9) * 37 - 1000).astype("i2")
+    refs = NetCDF3ToZarr(str(path), inline_threshold=0).translate()
+    refs_path = path.with_name(path.name + ".json")
+    refs_path.write_text(json.dumps(refs))
+    return Source("netcdf", path, refs_path, ("t", "e"))
+
+
 def kerchunk_hdf(path: Path) -> Path:
     """Write kerchunk's ``SingleHdf5ToZarr`` references to ``path`` beside it; return their path."""
     from kerchunk.hdf import SingleHdf5ToZarr
