@@ -185,3 +185,33 @@ def test_chunk_keys_are_matched_to_their_array_only() -> None:
     assert decisions.chunk_array("x/.zattrs") is None
     assert decisions.chunk_array("x/1.0") is None
     assert decisions.chunk_array("y/1/0") is None
+
+
+def test_consolidated_metadata_is_rewritten_like_the_documents() -> None:
+    references, _ = make_set()
+    zarray_text = references.explicit["x/.zarray"].data.decode()  # type: ignore[union-attr]
+    consolidated = {
+        "zarr_consolidated_format": 1,
+        "metadata": {
+            ".zgroup": {"zarr_format": 2},
+            "x/.zarray": json.loads(zarray_text),
+            "x/.zattrs": {"scale": float("inf")},
+        },
+    }
+    references.explicit[".zmetadata"] = Inline(json.dumps(consolidated).encode())
+    decisions = plan(references, CACHE)
+    served = json.loads(decisions.documents[".zmetadata"])["metadata"]
+    assert served["x/.zarray"] == json.loads(decisions.documents["x/.zarray"])
+    assert served["x/.zattrs"] == {"scale": "Infinity"}
+
+
+def test_an_array_known_only_from_consolidated_metadata_is_decoded() -> None:
+    references, _ = make_set()
+    zarray_doc = json.loads(references.explicit.pop("x/.zarray").data)  # type: ignore[union-attr]
+    references.explicit[".zmetadata"] = Inline(
+        json.dumps({"metadata": {"x/.zarray": json.dumps(zarray_doc)}}).encode()
+    )
+    decisions = plan(references, CACHE)
+    assert list(decisions.arrays) == ["x"]
+    served = json.loads(json.loads(decisions.documents[".zmetadata"])["metadata"]["x/.zarray"])
+    assert served["compressor"] is None
