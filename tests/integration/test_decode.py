@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import math
+import subprocess
 import zlib
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 from tests.integration import sources
-from tests.integration.mounting import mounted, requires_fuse
+from tests.integration.mounting import mounted, refmount_command, requires_fuse
 from tests.integration.test_interop import (
     Mounted,
     checksum,
@@ -339,3 +340,22 @@ def test_hostile_sets_never_decode_objects_or_inflate_without_bound(tmp_path: Pa
         assert "zlib" in log
         assert "inflates past the declared chunk size of 128 bytes" in log
         assert peak_resident(mount.process.pid) < PEAK_MEMORY
+
+
+def test_check_decode_lists_the_arrays_served_as_stored(tmp_path: Path) -> None:
+    refs = hostile_set(tmp_path / "set")
+    result = subprocess.run(
+        refmount_command("check", "--decode", str(refs)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--decode    2 arrays served as stored" in result.stdout
+    assert "  p  pickle: an object codec, never decoded" in result.stdout
+    assert "  huge  zlib: a decoded chunk would be 8796093022208 bytes" in result.stdout
+    plain = subprocess.run(
+        refmount_command("check", str(refs)), capture_output=True, text=True, timeout=120
+    )
+    assert "--decode" not in plain.stdout
