@@ -246,7 +246,7 @@ class Reader:
         self._jitter = jitter
         self._cache = ByteCache(config.cache_size)
         self._fetches: SingleFlight[Data] = SingleFlight()
-        self._partly_served: OrderedDict[tuple[str, int, int], int] = OrderedDict()
+        self._partly_served: OrderedDict[Hashable, int] = OrderedDict()
         self._sizes: SingleFlight[int] = SingleFlight()
         self._known_sizes: dict[str, int] = {}
         self._in_flight_bytes = 0
@@ -540,7 +540,11 @@ class Reader:
         return b"".join(pieces)
 
     def _served(self, cache_key: tuple[str, int, int], served: int) -> None:
-        """Count ``served`` more bytes of an entry; once all of them went out, drop it.
+        self.count_served(cache_key, cache_key[2] - cache_key[1], served)
+
+    def count_served(self, cache_key: Hashable, length: int, served: int) -> None:
+        """Count ``served`` more bytes of a cached entry of ``length`` bytes; once all of them
+        went out, drop it.
 
         The kernel keeps what it was sent in its page cache and asks again only for what it
         dropped since (that is fetched again): so the memory goes back to be reused at once,
@@ -548,7 +552,6 @@ class Reader:
         counted, not ranges: the kernel asks for each page once while it keeps it. Keys
         that share one entry share the count, so such an entry may leave early.
         """
-        length = cache_key[2] - cache_key[1]
         if served < length:
             served += self._partly_served.pop(cache_key, 0)
             if served < length:

@@ -289,7 +289,8 @@ class DecodingReader:
 
     A decoded chunk is the stored chunk read through ``inner`` (so fetching, prefetch and
     retries are unchanged), decoded in a worker thread (at most ``threads`` at once), and
-    kept in ``inner``'s byte-budgeted cache; concurrent reads of a chunk share one decode.
+    kept in ``inner``'s byte-budgeted cache until every byte of it was served, as fetched
+    data is (``Reader.count_served``); concurrent reads of a chunk share one decode.
     Sizes are only known with the key, so ``known_size`` answers None and ``size`` decides.
     """
 
@@ -342,7 +343,9 @@ class DecodingReader:
         if array is None:
             return await self._inner.read(key, reference, offset, size)
         decoded = await self._decoded(key, reference, array.pipeline)
-        return memoryview(decoded)[offset : offset + max(size, 0)]
+        data = memoryview(decoded)[offset : offset + max(size, 0)]
+        self._inner.count_served(("decoded", key), len(decoded), len(data))
+        return data
 
     async def _decoded(self, key: str, reference: Reference, pipeline: Pipeline) -> Data:
         cache = self._inner.cache
