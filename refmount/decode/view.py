@@ -148,20 +148,27 @@ def _array_documents(documents: Mapping[str, Any]) -> dict[str, Any]:
     for key, document in documents.items():
         path, _, name = key.rpartition("/")
         if name == metadata.ZMETADATA and isinstance(document, dict):
-            entries = document.get("metadata")
             base = f"{path}/" if path else ""
-            for entry, value in (entries or {}).items() if isinstance(entries, dict) else ():
+            entries = document.get("metadata")
+            for entry, value in entries.items() if isinstance(entries, dict) else ():
                 if entry.rpartition("/")[2] in (ZARRAY, ZARR_JSON):
-                    try:
-                        found.setdefault(
-                            base + entry, metadata.parse(value) if isinstance(value, str) else value
-                        )
-                    except ValueError:
-                        continue
+                    parsed = _parsed(value)
+                    if parsed is not None:
+                        found.setdefault(base + entry, parsed)
     for key, document in documents.items():
         if key.rpartition("/")[2] in (ZARRAY, ZARR_JSON):
             found[key] = document
     return found
+
+
+def _parsed(value: Any) -> Any:
+    """Return a consolidated entry as a document (it may be JSON text); None if malformed."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return metadata.parse(value)
+    except ValueError:
+        return None
 
 
 def _plan_array(result: Plan, key: str, document: Any, cache_size: int) -> None:

@@ -217,3 +217,15 @@ def test_an_array_known_only_from_consolidated_metadata_is_decoded() -> None:
     assert list(decisions.arrays) == ["x"]
     served = json.loads(json.loads(decisions.documents[".zmetadata"])["metadata"]["x/.zarray"])
     assert served["compressor"] is None
+
+
+async def test_an_inline_chunk_is_decoded_too() -> None:
+    references, target = make_set()
+    references.explicit["x/1.0"] = Inline(bytes(numcodecs.Zlib().encode(VALUES[2:].tobytes())))
+    decisions = plan(references, CACHE)
+    reader = DecodingReader(Reader(target, ReadConfig(cache_size=CACHE)), decisions)
+    chunk = references.explicit["x/1.0"]
+    assert await reader.size("x/1.0", chunk) == 48
+    data = bytes(await reader.read("x/1.0", chunk, 0, 48))
+    np.testing.assert_array_equal(np.frombuffer(data, "<f4"), VALUES[2:].ravel())
+    assert target.ranges == []
