@@ -104,22 +104,27 @@ class Plan:
             log.warning("--decode: %s", stored.describe())
 
 
+_NOT_INLINE = "its metadata lies in a target, not in the set: it is not read at mount"
+
+
 def plan(references: ReferenceSet, cache_size: int) -> Plan:
     """Decide, from the metadata alone, which arrays are decoded and rewrite the metadata."""
     documents: dict[str, Any] = {}
+    result = Plan()
     keys = references.keys()  # a ReferenceSet is not itself iterable
     for key in keys:
-        name = key.rpartition("/")[2]
+        path, _, name = key.rpartition("/")
         if name not in metadata.JSON_NAMES:
             continue
         reference = references.get(key)
         if not isinstance(reference, Inline):
-            continue  # metadata in a target: served as stored
+            if reference is not None and name in (ZARRAY, ZARR_JSON):
+                result.stored.append(StoredArray(path, "metadata", _NOT_INLINE))
+            continue
         try:
             documents[key] = metadata.parse(reference.data)
         except ValueError:
             continue
-    result = Plan()
     for key, document in _array_documents(documents).items():
         _plan_array(result, key, document, cache_size)
 

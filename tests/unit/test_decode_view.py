@@ -229,3 +229,12 @@ async def test_an_inline_chunk_is_decoded_too() -> None:
     data = bytes(await reader.read("x/1.0", chunk, 0, 48))
     np.testing.assert_array_equal(np.frombuffer(data, "<f4"), VALUES[2:].ravel())
     assert target.ranges == []
+
+
+def test_metadata_in_a_target_is_served_as_stored_with_a_warning() -> None:
+    references, _ = make_set()
+    references.explicit["x/.zarray"] = Range(URL, 0, 10)
+    decisions = plan(references, CACHE)
+    assert decisions.arrays == {}
+    assert [(s.path, s.codec) for s in decisions.stored] == [("x", "metadata")]
+    assert DecodedReferences(references, decisions).get("x/.zarray") == Range(URL, 0, 10)
