@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,13 +24,19 @@ from refmount.decode import metadata
 from refmount.decode.codecs import DecodeFailed, Pipeline, Undecodable, v2_pipeline, v3_pipeline
 from refmount.errors import ReferenceFormatError, TargetError
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, grid_from_zarray
-from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet
+from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel
 from refmount.reader import NeighbourPrefetch, Reader, ReaderStatistics, SingleFlight
 
 log = logging.getLogger(__name__)
 
 DECODE_THREADS = max(2, os.cpu_count() or 2)
 """How many chunks are decoded at once (in worker threads; codecs release the GIL)."""
+
+LAST_READS = 1024
+"""How many arrays remember the chunk last started (to spot in-order readers)."""
+
+Lookahead = Callable[["DecodedArray", int], tuple[str, Reference] | None]
+"""Finds a chunk's key and stored reference without I/O (``DecodedReferences.chunk_now``)."""
 
 CACHE_SHARE = 4
 """An array whose decoded chunk exceeds ``cache_size / CACHE_SHARE`` is served as stored."""
@@ -49,17 +56,29 @@ class DecodedArray:
 
     def is_chunk(self, name: str) -> bool:
         """Return True when ``name`` (the key below the array) names one of its chunks."""
+        return self.index_of(name) is not None
+
+    def index_of(self, name: str) -> int | None:
+        """Return the C-order index of chunk ``name`` (the key below the array), or None."""
         grid = self.grid
         if not grid.shape:
-            return name == grid.scalar_name()
+            return 0 if name == grid.scalar_name() else None
         if grid.prefix:
             head, _, name = name.partition("/")
             if head != grid.prefix:
-                return False
+                return None
         parts = name.split(grid.separator)
         if len(parts) != len(grid.shape):
-            return False
-        return all(p.isdigit() and int(p) < n for p, n in zip(parts, grid.shape, strict=True))
+            return None
+        if not all(p.isdigit() and int(p) < n for p, n in zip(parts, grid.shape, strict=True)):
+            return None
+        return ravel([int(p) for p in parts], grid.shape)
+
+    def chunk_index(self, key: str) -> int:
+        """Return the C-order index of the chunk whose full key is ``key``."""
+        index = self.index_of(key[len(self.path) + 1 :] if self.path else key)
+        assert index is not None  # only asked of keys chunk_array matched to this array
+        return index
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +243,8 @@ def decoded_view(
         len(decisions.arrays),
         len(decisions.stored),
     )
-    return DecodedReferences(references, decisions), DecodingReader(reader, decisions)
+    view = DecodedReferences(references, decisions)
+    return view, DecodingReader(reader, decisions, lookahead=view.chunk_now)
 
 
 class DecodedReferences:
@@ -235,6 +255,23 @@ class DecodedReferences:
         self._inner = inner
         self._plan = decisions
         self._grid_arrays = [decisions.arrays.get(grid.array) for grid in inner.grids]
+        self._grid_numbers = {grid.array: number for number, grid in enumerate(inner.grids)}
+
+    def chunk_now(self, array: DecodedArray, index: int) -> tuple[str, Reference] | None:
+        """Return the key and stored reference of chunk ``index`` of ``array`` when they are
+        known without I/O (an explicit key, or a chunk of a loaded Parquet record)."""
+        key = array.grid.key(index)
+        reference = self._inner.get(key)
+        if reference is not None:
+            return key, reference
+        number = self._grid_numbers.get(array.path)
+        if number is None or not self._inner.chunk_is_loaded(number, index):
+            return None
+        try:
+            reference = self._inner.chunk(number, index)
+        except ReferenceFormatError:
+            return None
+        return None if reference is None else (key, reference)
 
     @property
     def source(self) -> str:
@@ -299,6 +336,11 @@ class DecodedReferences:
 class DecodingReader:
     """The reader of a decoded mount: decoded chunk files, everything else as ``inner`` reads.
 
+    A reader that starts the chunk after the one it started last (C order, same array), or
+    the first chunk, gets the next one decoded ahead in the background, when ``lookahead``
+    knows its reference without I/O and half the cache is free: decoding it overlaps with
+    serving this one.
+
     A decoded chunk is the stored chunk read through ``inner`` (so fetching, prefetch and
     retries are unchanged), decoded in a worker thread (at most ``threads`` at once), and
     kept in ``inner``'s byte-budgeted cache until every byte of it was served, as fetched
@@ -306,11 +348,20 @@ class DecodingReader:
     Sizes are only known with the key, so ``known_size`` answers None and ``size`` decides.
     """
 
-    def __init__(self, inner: Reader, decisions: Plan, *, threads: int = DECODE_THREADS) -> None:
+    def __init__(
+        self,
+        inner: Reader,
+        decisions: Plan,
+        *,
+        threads: int = DECODE_THREADS,
+        lookahead: Lookahead | None = None,
+    ) -> None:
         self._inner = inner
         self._plan = decisions
         self._limiter = trio.CapacityLimiter(threads)
         self._decodes: SingleFlight[Data] = SingleFlight()
+        self._lookahead = lookahead
+        self._last_read: OrderedDict[str, int] = OrderedDict()
 
     @property
     def config(self) -> ReadConfig:
@@ -357,7 +408,37 @@ class DecodingReader:
         decoded = await self._decoded(key, reference, array.pipeline)
         data = memoryview(decoded)[offset : offset + max(size, 0)]
         self._inner.count_served(("decoded", key), len(decoded), len(data))
+        if offset == 0:
+            self._decode_ahead(key, array)
         return data
+
+    def _decode_ahead(self, key: str, array: DecodedArray) -> None:
+        """Decode the chunk after ``key`` in the background if reads go in order."""
+        index = array.chunk_index(key)
+        previous = self._last_read.pop(array.path, None)
+        self._last_read[array.path] = index
+        if len(self._last_read) > LAST_READS:
+            self._last_read.popitem(last=False)
+        in_order = previous == index - 1 or (previous is None and index == 0)
+        if (
+            not in_order
+            or index + 1 >= array.grid.count
+            or self._lookahead is None
+            or not self._inner.can_prefetch
+        ):
+            return
+        cache = self._inner.cache
+        if cache.size + array.pipeline.size > cache.budget // 2:
+            return
+        following = self._lookahead(array, index + 1)
+        if following is None:
+            return
+        next_key, reference = following
+        if ("decoded", next_key) in cache or self._decodes.busy(("decoded", next_key)):
+            return
+        self._inner.spawn(
+            lambda: self._decoded(next_key, reference, array.pipeline), f"decoding {next_key}"
+        )
 
     async def _decoded(self, key: str, reference: Reference, pipeline: Pipeline) -> Data:
         cache = self._inner.cache

@@ -238,3 +238,56 @@ def test_metadata_in_a_target_is_served_as_stored_with_a_warning() -> None:
     assert decisions.arrays == {}
     assert [(s.path, s.codec) for s in decisions.stored] == [("x", "metadata")]
     assert DecodedReferences(references, decisions).get("x/.zarray") == Range(URL, 0, 10)
+
+
+async def test_in_order_reads_get_the_next_chunk_decoded_ahead() -> None:
+    references, target = make_set()
+    decisions = plan(references, CACHE)
+    view = DecodedReferences(references, decisions)
+    inner = Reader(target, ReadConfig(cache_size=CACHE))
+    reader = DecodingReader(inner, decisions, lookahead=view.chunk_now)
+    first, second = references.get("x/0.0"), references.get("x/1.0")
+    assert first is not None
+    assert second is not None
+    async with trio.open_nursery() as nursery:
+        inner.start_background(nursery)
+        await reader.read("x/0.0", first, 0, 24)
+        await trio.testing.wait_all_tasks_blocked()
+        assert ("decoded", "x/1.0") in inner.cache
+        assert len(target.ranges) == 2
+        data = bytes(await reader.read("x/1.0", second, 0, 48))
+        assert len(target.ranges) == 2  # read from what was decoded ahead
+        np.testing.assert_array_equal(np.frombuffer(data, "<f4"), VALUES[2:].ravel())
+        nursery.cancel_scope.cancel()
+
+
+async def test_out_of_order_reads_decode_nothing_ahead() -> None:
+    references, target = make_set()
+    decisions = plan(references, CACHE)
+    view = DecodedReferences(references, decisions)
+    inner = Reader(target, ReadConfig(cache_size=CACHE))
+    reader = DecodingReader(inner, decisions, lookahead=view.chunk_now)
+    second = references.get("x/1.0")
+    assert second is not None
+    async with trio.open_nursery() as nursery:
+        inner.start_background(nursery)
+        await reader.read("x/1.0", second, 0, 24)
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(target.ranges) == 1
+        nursery.cancel_scope.cancel()
+
+
+def test_chunk_now_finds_explicit_and_loaded_grid_chunks() -> None:
+    references, _ = make_set()
+    decisions = plan(references, CACHE)
+    array = decisions.arrays["x"]
+    view = DecodedReferences(references, decisions)
+    assert view.chunk_now(array, 1) == ("x/1.0", references.get("x/1.0"))
+    del references.explicit["x/1.0"]
+    assert view.chunk_now(array, 1) is None
+    references.grid_list = [ChunkGrid("x", (2, 1), ".")]
+    references.chunks = {0: {1: Range(URL, 5, 7)}}
+    view = DecodedReferences(references, decisions)
+    assert view.chunk_now(array, 1) == ("x/1.0", Range(URL, 5, 7))
+    references.loaded = False
+    assert view.chunk_now(array, 1) is None
