@@ -1330,8 +1330,10 @@ def make_decode_set(directory: Path, chunks: int) -> Path:
 
 
 def cat_all(files: list[Path], readers: int) -> None:
-    """Read ``files`` with GNU cat: ``readers`` cat processes at once, each its share in order."""
-    shares = [files[start::readers] for start in range(readers)]
+    """Read ``files`` with GNU cat: ``readers`` cat processes at once, each an equal run of
+    consecutive files, in order."""
+    size = -(-len(files) // readers)
+    shares = [files[start : start + size] for start in range(0, len(files), size)]
     processes = [
         subprocess.Popen(["cat", *map(str, share)], stdout=subprocess.DEVNULL)
         for share in shares
@@ -1352,7 +1354,7 @@ def run_decode(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict[s
         mountpoint = fresh_mountpoint(workdir, f"decode-{readers}")
         command = [sys.executable, "-m", "refmount", "-f", "--decode", str(refs), str(mountpoint)]
         with mount_child(command, mountpoint) as mount:
-            files = sorted((mountpoint / "v").iterdir())
+            files = sorted((mountpoint / "v").iterdir(), key=lambda p: int(p.name.split(".")[0]))
             daemon_before = process_cpu_seconds(mount.process.pid)
             children_before = os.times()
             begun = time.perf_counter()

@@ -32,8 +32,9 @@ log = logging.getLogger(__name__)
 DECODE_THREADS = max(2, os.cpu_count() or 2)
 """How many chunks are decoded at once (in worker threads; codecs release the GIL)."""
 
-LAST_READS = 1024
-"""How many arrays remember the chunk last started (to spot in-order readers)."""
+STARTED_CHUNKS = 1024
+"""How many chunks last started are remembered (to spot readers that go in order, several
+at once: a chunk whose predecessor was started recently is read in order)."""
 
 Lookahead = Callable[["DecodedArray", int], tuple[str, Reference] | None]
 """Finds a chunk's key and stored reference without I/O (``DecodedReferences.chunk_now``)."""
@@ -336,8 +337,8 @@ class DecodedReferences:
 class DecodingReader:
     """The reader of a decoded mount: decoded chunk files, everything else as ``inner`` reads.
 
-    A reader that starts the chunk after the one it started last (C order, same array), or
-    the first chunk, gets the next one decoded ahead in the background, when ``lookahead``
+    A read that starts a chunk whose predecessor (C order, same array) was started recently,
+    or the first chunk, gets the next one decoded ahead in the background, when ``lookahead``
     knows its reference without I/O and half the cache is free: decoding it overlaps with
     serving this one.
 
@@ -361,7 +362,7 @@ class DecodingReader:
         self._limiter = trio.CapacityLimiter(threads)
         self._decodes: SingleFlight[Data] = SingleFlight()
         self._lookahead = lookahead
-        self._last_read: OrderedDict[str, int] = OrderedDict()
+        self._started: OrderedDict[tuple[str, int], None] = OrderedDict()
 
     @property
     def config(self) -> ReadConfig:
@@ -415,11 +416,12 @@ class DecodingReader:
     def _decode_ahead(self, key: str, array: DecodedArray) -> None:
         """Decode the chunk after ``key`` in the background if reads go in order."""
         index = array.chunk_index(key)
-        previous = self._last_read.pop(array.path, None)
-        self._last_read[array.path] = index
-        if len(self._last_read) > LAST_READS:
-            self._last_read.popitem(last=False)
-        in_order = previous == index - 1 or (previous is None and index == 0)
+        started = self._started
+        in_order = index == 0 or (array.path, index - 1) in started
+        started[(array.path, index)] = None
+        started.move_to_end((array.path, index))
+        if len(started) > STARTED_CHUNKS:
+            started.popitem(last=False)
         if (
             not in_order
             or index + 1 >= array.grid.count

@@ -261,7 +261,8 @@ async def test_in_order_reads_get_the_next_chunk_decoded_ahead() -> None:
 
 
 async def test_out_of_order_reads_decode_nothing_ahead() -> None:
-    references, target = make_set()
+    references, target = make_set(shape=[6, 6])  # three chunks: x/2.0 as x/1.0's bytes
+    references.explicit["x/2.0"] = references.explicit["x/1.0"]
     decisions = plan(references, CACHE)
     view = DecodedReferences(references, decisions)
     inner = Reader(target, ReadConfig(cache_size=CACHE))
