@@ -1354,7 +1354,8 @@ def run_decode(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict[s
         mountpoint = fresh_mountpoint(workdir, f"decode-{readers}")
         command = [sys.executable, "-m", "refmount", "-f", "--decode", str(refs), str(mountpoint)]
         with mount_child(command, mountpoint) as mount:
-            files = sorted((mountpoint / "v").iterdir(), key=lambda p: int(p.name.split(".")[0]))
+            chunk_files = (p for p in (mountpoint / "v").iterdir() if p.name[0].isdigit())
+            files = sorted(chunk_files, key=lambda p: int(p.name.split(".")[0]))
             daemon_before = process_cpu_seconds(mount.process.pid)
             children_before = os.times()
             begun = time.perf_counter()
