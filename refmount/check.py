@@ -123,6 +123,8 @@ class Summary:
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     malformed: bool = False
+    served_as_stored: list[tuple[str, str, str]] | None = None
+    """With ``--decode``: the arrays a decoded mount serves as stored (path, codec, reason)."""
 
     @property
     def ok(self) -> bool:
@@ -195,6 +197,16 @@ class Summary:
             "total_bytes": self.total_bytes,
             "problems": [{"key": p.key, "problem": p.problem} for p in self.problems],
             "warnings": list(self.warnings),
+            **(
+                {}
+                if self.served_as_stored is None
+                else {
+                    "served_as_stored": [
+                        {"array": path, "codec": codec, "reason": reason}
+                        for path, codec, reason in self.served_as_stored
+                    ]
+                }
+            ),
         }
 
 
@@ -205,6 +217,7 @@ def check_references(
     quick: bool = False,
     size_of: SizeOf | None = None,
     scan_progress: Progress | None = None,
+    decode_cache: int | None = None,
 ) -> Summary:
     """Load ``source`` the way a mount does, collecting every problem instead of stopping.
 
@@ -213,7 +226,9 @@ def check_references(
     JSON set. Every chunk row of a Parquet set is read unless ``quick``; ``scan_progress``
     is told ``(rows scanned, rows)`` after each record file. With ``size_of``, every target
     is asked for its size, whole-target references get sizes and ranges that end beyond
-    their target are problems. A set that cannot be loaded at all is ``malformed``.
+    their target are problems. A set that cannot be loaded at all is ``malformed``. With
+    ``decode_cache`` (the cache size of a ``--decode`` mount), the arrays such a mount would
+    serve as stored are listed.
     """
     parquet = is_parquet(source.url, source.is_directory())
     summary = Summary(source.url, "parquet" if parquet else "json")
@@ -259,6 +274,11 @@ def check_references(
     ]
     if size_of is not None:
         trio.run(_ask_sizes, summary, size_of)
+    if decode_cache is not None:
+        from refmount.decode.view import plan  # numcodecs, only when asked
+
+        stored = plan(references, decode_cache).stored
+        summary.served_as_stored = [(a.path, a.codec, a.reason) for a in stored]
     return summary
 
 
@@ -502,6 +522,12 @@ def format_summary(summary: Summary) -> str:
     if summary.warnings:
         lines.append(f"{'warnings':<12}{len(summary.warnings):,}")
         lines.extend(f"  {warning}" for warning in summary.warnings)
+    if summary.served_as_stored is not None:
+        lines.append(f"{'--decode':<12}{len(summary.served_as_stored):,} arrays served as stored")
+        lines.extend(
+            f"  {path or '(root)'}  {codec}: {reason}"
+            for path, codec, reason in summary.served_as_stored
+        )
     if summary.problems:
         lines.append(f"{'problems':<12}{len(summary.problems):,}")
         lines.extend(f"  {problem}" for problem in summary.problems)

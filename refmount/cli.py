@@ -87,6 +87,7 @@ given the same way, which is what /etc/fstab needs:
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
   uid=N  gid=N  umask=MASK  no_pin  tune_kernel  tune_read_ahead=SIZE  xattr  nonempty
+  decode  max_refs_size=SIZE
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
 default_permissions is always on: the kernel enforces the modes (0444 files, 0555
@@ -237,6 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="mount even if MOUNTPOINT has entries (the mount hides them until unmounted); "
         "without it such a mountpoint is refused",
     )
+    parser.add_argument(
+        "--decode",
+        action="store_true",
+        help="serve arrays decoded (no compressor or filters, little-endian, C order) for "
+        "readers that lack their codecs; off by default (the referenced bytes as stored)",
+    )
     parser.add_argument("--version", action="version", version=f"refmount {__version__}")
     return parser
 
@@ -298,12 +305,13 @@ _OWN_OPTIONS = frozenset(
         "xattr",
         "nonempty",
         "max_refs_size",
+        "decode",
     }
 )
 """refmount options that ``-o name=value`` may set, named like their command-line flags."""
 
 FLAG_OPTIONS = frozenset(
-    {"skip_invalid", "foreground", "no_pin", "tune_kernel", "xattr", "nonempty"}
+    {"skip_invalid", "foreground", "no_pin", "tune_kernel", "xattr", "nonempty", "decode"}
     | {"s3_anon", "s3_requester_pays"}
 )
 """``-o`` options that are switches: given as a bare name, never ``name=value``."""
@@ -396,6 +404,7 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             xattrs=bool(args.xattr),
             nonempty=bool(args.nonempty),
             max_refs_size=_max_refs_size(args.max_refs_size),
+            decode=bool(args.decode),
         )
         args.kernel_tuning = kernel_tuning(args)
     except ValueError as error:
@@ -650,7 +659,7 @@ arrays (shape, chunks, dtype), targets and the bytes referenced.
 CHECK_EPILOG = """\
 -o accepts the mount's options; those that concern reading REFS and its targets apply
 (remote_protocol, remote_options, target_options, target, s3_endpoint_url, s3_region,
-s3_anon, s3_requester_pays), the others are ignored.
+s3_anon, s3_requester_pays), and decode and cache_size; the others are ignored.
 
 exit status: 0 no problems, 2 the set is malformed or has problems (or bad arguments).
 """
@@ -661,6 +670,8 @@ _CHECK_OPTIONS = (
     "target_options",
     "target",
     "max_refs_size",
+    "decode",
+    "cache_size",
 )
 
 
@@ -691,6 +702,14 @@ def build_check_parser() -> argparse.ArgumentParser:
     parser.add_argument("--target-options", metavar="JSON", help="as for mounting")
     parser.add_argument("--target", metavar="URL", help="as for mounting")
     parser.add_argument("--max-refs-size", metavar="SIZE", help="as for mounting")
+    parser.add_argument(
+        "--decode",
+        action="store_true",
+        help="list the arrays a --decode mount would serve as stored, and why",
+    )
+    parser.add_argument(
+        "--cache-size", metavar="SIZE", help="as for mounting (--decode: its quarter rule)"
+    )
     return parser
 
 
@@ -707,7 +726,7 @@ def check_main(argv: Sequence[str]) -> int:
                 if own in _CHECK_OPTIONS or own in S3_SHORTCUTS:
                     _check_option_form(name, own, value if has_value else None)
                 if own in _CHECK_OPTIONS:
-                    if getattr(args, own) is None:
+                    if getattr(args, own) in (None, False):  # a flag given wins over -o
                         setattr(args, own, value if has_value else True)
                 elif own in S3_SHORTCUTS:
                     shortcuts[own] = value if has_value else True
@@ -720,6 +739,7 @@ def check_main(argv: Sequence[str]) -> int:
         target_options = _json_object("--target-options", args.target_options)
         remote_options = _json_object("--remote-options", args.remote_options)
         cap = _max_refs_size(args.max_refs_size) or default_max_refs_size()
+        cache_size = parse_size(args.cache_size) if args.cache_size else ReadConfig().cache_size
     except ValueError as error:
         _usage_error(str(error))
     setup_logging("warning", journald="JOURNAL_STREAM" in os.environ)
@@ -747,6 +767,7 @@ def check_main(argv: Sequence[str]) -> int:
         quick=args.quick,
         size_of=None if store is None else store.size,
         scan_progress=ProgressReporter(refs, sys.stderr, unit="chunk rows", verb="scanning"),
+        decode_cache=cache_size if args.decode else None,
     )
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))

@@ -146,7 +146,8 @@ class MountConfig:
     ``shared``; ``uid``, ``gid`` and ``umask`` (None: the mounting user, no mask) shape every
     node's attributes; ``pin_versions`` pins each target's ETag or mtime at first use;
     ``xattrs`` serves the ``user.refmount.*`` extended attributes; ``nonempty`` allows a
-    mountpoint that has entries (the mount hides them).
+    mountpoint that has entries (the mount hides them); ``decode`` serves arrays decoded
+    (``refmount.decode``).
     """
 
     refs: str
@@ -172,6 +173,7 @@ class MountConfig:
     nonempty: bool = False
     max_refs_size: int | None = None
     """The cap on the reference file's raw and inflated size (None: ``default_max_refs_size``)."""
+    decode: bool = False
 
     @property
     def shared(self) -> bool:

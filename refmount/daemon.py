@@ -31,7 +31,7 @@ from refmount.formats import LoadOptions, load
 from refmount.formats.options import Progress
 from refmount.fuse_ops import FuseOperations, InFlight
 from refmount.model import Inline, ReferenceSet
-from refmount.reader import Reader
+from refmount.reader import Reader, ReadPath
 from refmount.store import FsspecSource, LocalRoots, StorageOptions, Store
 from refmount.tree import Tree
 
@@ -315,10 +315,14 @@ def mount_and_serve(
         own_mount=str(mountpoint),
     )
     reader = Reader(store, config.read, config.retry)
+    references: ReferenceSet = loaded.references
+    read_path: ReadPath = reader
+    if config.decode:
+        references, read_path = decode_view(loaded.references, reader, config.read.cache_size)
     filesystem = RefFilesystem(
         loaded.tree,
-        loaded.references,
-        reader,
+        references,
+        read_path,
         owner=Owner.current(config.umask, uid=config.uid, gid=config.gid),
         mtime_ns=loaded.mtime_ns,
         target_problem=None if roots is None else roots.problem,
@@ -353,6 +357,19 @@ def mount_and_serve(
         log.info("unmounting %s", mountpoint)
         notify.stopping(f"unmounting {mountpoint}")
         pyfuse3.close(unmount=True)
+
+
+def decode_view(
+    references: ReferenceSet, reader: Reader, cache_size: int
+) -> tuple[ReferenceSet, ReadPath]:
+    """Return the ``--decode`` view of the references and the reader."""
+    try:
+        from refmount.decode.view import decoded_view  # numcodecs, only for --decode
+    except ImportError as error:
+        raise MountError(
+            f"--decode needs numcodecs ({error}); install it with: pip install 'refmount[decode]'"
+        ) from None
+    return decoded_view(references, reader, cache_size)
 
 
 def prepare_targets(store: Store, references: ReferenceSet, most: int = PREPARE_SAMPLE) -> None:

@@ -38,7 +38,7 @@ from refmount.model import (
     reference_kind,
 )
 from refmount.names import NAME_MAX
-from refmount.reader import Reader
+from refmount.reader import ReadPath
 from refmount.stats import STATS_FILE, Statistics, encode_snapshot
 from refmount.store import LOCAL_PROTOCOLS
 from refmount.tree import MAX_INODE, ChildRun, ChunkSpans, GridChunk, StaticFile, Tree
@@ -215,7 +215,7 @@ class RefFilesystem:
         self,
         tree: Tree,
         references: ReferenceSet,
-        reader: Reader,
+        reader: ReadPath,
         *,
         owner: Owner,
         mtime_ns: int,

@@ -209,6 +209,48 @@ class ReaderStatistics:
     bytes_cached: int = 0
 
 
+class ReadPath(Protocol):
+    """What the filesystem reads through: a ``Reader``, or a view over one (``--decode``)."""
+
+    @property
+    def config(self) -> ReadConfig:
+        """Return how reads are served."""
+        ...
+
+    @property
+    def can_prefetch(self) -> bool:
+        """Return True when background work can be started."""
+        ...
+
+    def spawn(self, job: Callable[[], Awaitable[object]], what: str) -> bool:
+        """Run ``job`` in the background."""
+        ...
+
+    def prefetch_neighbours(
+        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
+    ) -> NeighbourPrefetch:
+        """Fetch the stored bytes of neighbouring references ahead of reads."""
+        ...
+
+    def statistics(self) -> ReaderStatistics:
+        """Return the read path's counters."""
+        ...
+
+    def known_size(self, reference: Reference) -> int | None:
+        """Return a reference's size if it is known without I/O."""
+        ...
+
+    async def size(self, key: str, reference: Reference) -> int:
+        """Return the size of file ``key``."""
+        ...
+
+    async def read(
+        self, key: str, reference: Reference, offset: int, size: int
+    ) -> bytes | memoryview:
+        """Return up to ``size`` bytes at ``offset`` of file ``key``."""
+        ...
+
+
 class Reader:
     """Serves reads of references; owns the byte cache and the in-flight requests.
 
@@ -248,7 +290,7 @@ class Reader:
         self._jitter = jitter
         self._cache = ByteCache(config.cache_size)
         self._fetches: SingleFlight[Data] = SingleFlight()
-        self._partly_served: OrderedDict[tuple[str, int, int], int] = OrderedDict()
+        self._partly_served: OrderedDict[Hashable, int] = OrderedDict()
         self._sizes: SingleFlight[int] = SingleFlight()
         self._known_sizes: dict[str, int] = {}
         self._in_flight_bytes = 0
@@ -267,6 +309,11 @@ class Reader:
     def config(self) -> ReadConfig:
         """Return how reads are served."""
         return self._config
+
+    @property
+    def cache(self) -> ByteCache:
+        """Return the byte-budgeted cache (views over the reader keep their data in it too)."""
+        return self._cache
 
     def start_background(self, nursery: trio.Nursery) -> None:
         """Run prefetches in ``nursery`` from now on (cancelling it stops them)."""
@@ -537,7 +584,11 @@ class Reader:
         return b"".join(pieces)
 
     def _served(self, cache_key: tuple[str, int, int], served: int) -> None:
-        """Count ``served`` more bytes of an entry; once all of them went out, drop it.
+        self.count_served(cache_key, cache_key[2] - cache_key[1], served)
+
+    def count_served(self, cache_key: Hashable, length: int, served: int) -> None:
+        """Count ``served`` more bytes of a cached entry of ``length`` bytes; once all of them
+        went out, drop it.
 
         The kernel keeps what it was sent in its page cache and asks again only for what it
         dropped since (that is fetched again): so the memory goes back to be reused at once,
@@ -545,7 +596,6 @@ class Reader:
         counted, not ranges: the kernel asks for each page once while it keeps it. Keys
         that share one entry share the count, so such an entry may leave early.
         """
-        length = cache_key[2] - cache_key[1]
         if served < length:
             served += self._partly_served.pop(cache_key, 0)
             if served < length:

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +65,7 @@ FUSEPY_DEBIAN = Path("/usr/lib/python3/dist-packages/fusepy.py")
 """Debian's python3-fusepy installs fusepy as ``fusepy``; fsspec imports it as ``fuse``."""
 S3RVER_KEY = "S3RVER"
 """s3rver's fixed dummy access key and secret."""
-SECTIONS = ("local", "http", "s3", "listing", "huge", "json")
+SECTIONS = ("local", "http", "s3", "listing", "huge", "json", "decode")
 TOOLS = ("refmount", "cat", "fuse", "raw", "floor")
 TOOL_TITLES = {
     "refmount": "refmount",
@@ -1276,6 +1277,115 @@ def run_huge(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict[str
     return result
 
 
+DECODE_ROWS = 256
+"""A decoded chunk of the decode section: 256 x 1024 float32 values, 1 MiB."""
+
+DECODE_READERS = (1, 8)
+
+ZARR_READ = """
+import json, resource, sys, time
+import zarr
+refs = sys.argv[1]
+begun = time.perf_counter()
+before = resource.getrusage(resource.RUSAGE_SELF)
+store = zarr.storage.FsspecStore.from_url(
+    "reference://", storage_options={"fo": refs}, read_only=True
+)
+values = zarr.open_array(store=store, path="v", mode="r", zarr_format=2)[...]
+after = resource.getrusage(resource.RUSAGE_SELF)
+cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+print(json.dumps({"seconds": time.perf_counter() - begun, "cpu_s": cpu, "bytes": values.nbytes}))
+"""
+"""zarr-python 3 reading the whole array in one process through fsspec's references."""
+
+
+def make_decode_set(directory: Path, chunks: int) -> Path:
+    """Write ``chunks`` zlib-compressed 1 MiB float32 chunks to one file and JSON references
+    to them as array ``v`` (values in half steps around 280: zlib shrinks them about 3x)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / "decode.bin"
+    meta = {
+        "zarr_format": 2,
+        "shape": [DECODE_ROWS * chunks, 1024],
+        "chunks": [DECODE_ROWS, 1024],
+        "dtype": "<f4",
+        "compressor": {"id": "zlib", "level": 1},
+        "filters": None,
+        "order": "C",
+        "fill_value": None,
+    }
+    refs: dict[str, Any] = {".zgroup": '{"zarr_format": 2}', "v/.zarray": json.dumps(meta)}
+    rng = np.random.default_rng(19)
+    offset = 0
+    with open(target, "wb") as out:
+        for index in range(chunks):
+            values = np.round(rng.normal(280, 5, DECODE_ROWS * 1024) * 2) / 2
+            stored = zlib.compress(values.astype("<f4").tobytes(), 1)
+            out.write(stored)
+            refs[f"v/{index}.0"] = [str(target), offset, len(stored)]
+            offset += len(stored)
+    path = directory / "decode.json"
+    path.write_text(json.dumps({"version": 1, "refs": refs}))
+    return path
+
+
+def cat_all(files: list[Path], readers: int) -> None:
+    """Read ``files`` with GNU cat: ``readers`` cat processes at once, each an equal run of
+    consecutive files, in order."""
+    size = -(-len(files) // readers)
+    shares = [files[start : start + size] for start in range(0, len(files), size)]
+    processes = [
+        subprocess.Popen(["cat", *map(str, share)], stdout=subprocess.DEVNULL)
+        for share in shares
+        if share
+    ]
+    for process in processes:
+        if process.wait() != 0:
+            raise RuntimeError(f"cat failed with {process.returncode}")
+
+
+def run_decode(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Decoded MiB/s of a --decode mount read cold by cat (1 and 8 readers) against in-process
+    zarr-python reading the same references, with CPU per MiB of each party."""
+    chunks = max(8, int(256 * args.scale))
+    refs = make_decode_set(workdir / "decode", chunks)
+    result: dict[str, Any] = {"chunks": chunks, "decoded_mib": chunks}
+    for readers in DECODE_READERS:
+        mountpoint = fresh_mountpoint(workdir, f"decode-{readers}")
+        command = [sys.executable, "-m", "refmount", "-f", "--decode", str(refs), str(mountpoint)]
+        with mount_child(command, mountpoint) as mount:
+            chunk_files = (p for p in (mountpoint / "v").iterdir() if p.name[0].isdigit())
+            files = sorted(chunk_files, key=lambda p: int(p.name.split(".")[0]))
+            daemon_before = process_cpu_seconds(mount.process.pid)
+            children_before = os.times()
+            begun = time.perf_counter()
+            cat_all(files, readers)
+            seconds = time.perf_counter() - begun
+            children_after = os.times()
+            daemon_cpu = process_cpu_seconds(mount.process.pid) - daemon_before
+        cat_cpu = (children_after.children_user + children_after.children_system) - (
+            children_before.children_user + children_before.children_system
+        )
+        result[f"cat{readers}_mib_s"] = chunks / seconds
+        result[f"cat{readers}_cpu_ms_per_mib"] = 1000 * (daemon_cpu + cat_cpu) / chunks
+        result[f"cat{readers}_daemon_cpu_ms_per_mib"] = 1000 * daemon_cpu / chunks
+    zarr_run = subprocess.run(
+        [sys.executable, "-c", ZARR_READ, str(refs)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    zarr_figures = json.loads(zarr_run.stdout.strip().splitlines()[-1])
+    if zarr_figures["bytes"] != chunks * MIB:
+        raise RuntimeError(f"zarr-python read {zarr_figures['bytes']} bytes, not {chunks} MiB")
+    result["zarr_mib_s"] = chunks / zarr_figures["seconds"]
+    result["zarr_cpu_ms_per_mib"] = 1000 * zarr_figures["cpu_s"] / chunks
+    for readers in DECODE_READERS:
+        result[f"cat{readers}_vs_zarr"] = result[f"cat{readers}_mib_s"] / result["zarr_mib_s"]
+    return result
+
+
 def run_json_rss(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     """RSS with a JSON set of 1 M references: refmount's daemon and fsspec, each alone."""
     references = max(100, int(1_000_000 * args.scale))
@@ -1582,6 +1692,35 @@ def build_rows(figures: dict[str, Any]) -> list[Row]:
                 at_least("cat", 2.0),
             )
         )
+    decode = figures.get("decode")
+    if isinstance(decode, dict) and "zarr_mib_s" in decode:
+        for readers in DECODE_READERS:
+            rows.append(
+                Row(
+                    f"decode: cat, {readers} reader{'s' if readers > 1 else ''}",
+                    "MiB/s",
+                    {"refmount": decode[f"cat{readers}_mib_s"]},
+                    True,
+                )
+            )
+            rows.append(
+                Row(
+                    f"decode: {readers} reader{'s' if readers > 1 else ''} / zarr-python",
+                    "x",
+                    {"refmount": decode[f"cat{readers}_vs_zarr"]},
+                    True,
+                    "≥ 0.9 (8 readers)" if readers == 8 else "",
+                    absolute(lambda v: v >= 0.9) if readers == 8 else None,
+                )
+            )
+            rows.append(
+                Row(
+                    f"decode: CPU per MiB, {readers} reader{'s' if readers > 1 else ''}",
+                    "ms",
+                    {"refmount": decode[f"cat{readers}_cpu_ms_per_mib"]},
+                    False,
+                )
+            )
     for row in rows:
         row.compute()
     return rows
@@ -1675,6 +1814,15 @@ def print_table(rows: list[Row], figures: dict[str, Any]) -> None:
         print(f"NOTE: the kernel reclaims memory proactively here: {scheme}")
     if "s3" in figures and isinstance(figures["s3"], dict) and "s3_server_note" in figures["s3"]:
         print("NOTE: " + figures["s3"]["s3_server_note"])
+    decode = figures.get("decode")
+    if isinstance(decode, dict) and "zarr_mib_s" in decode:
+        print(
+            f"decode: {decode['chunks']} zlib chunks of 1 MiB decoded, local file; a fresh"
+            f" --decode mount per row, read by GNU cat. zarr-python 3 in one process through"
+            f" fsspec references: {cell(decode['zarr_mib_s'])} MiB/s,"
+            f" {cell(decode['zarr_cpu_ms_per_mib'])} ms CPU per MiB. refmount's CPU per MiB"
+            f" counts the daemon and cat."
+        )
 
 
 # ------------------------------------------------------------------------------ main
@@ -1765,6 +1913,7 @@ def main() -> None:
         "listing": run_listing,
         "huge": run_huge,
         "json": run_json_rss,
+        "decode": run_decode,
     }
     started = time.perf_counter()
     fusectl_mounted = mount_fusectl()

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-Kind = Literal["netcdf", "hdf5", "tiff"]
+Kind = Literal["netcdf", "hdf5", "tiff", "zarr"]
 
 NETCDF_TITLE = "interop: ünïcode ☃ 気温"
 NETCDF_LONG_NAME = "température de l'air ☃"
@@ -44,6 +44,10 @@ class Source:
 
             with h5py.File(self.original, "r") as f:
                 return np.asarray(f[name][()])
+        if self.kind == "zarr":
+            import zarr
+
+            return np.asarray(zarr.open_array(str(self.original / name), mode="r")[...])
         import tifffile
 
         return np.asarray(tifffile.imread(self.original))
@@ -139,6 +143,115 @@ def tiff(directory: Path) -> Source:
     refs_path = directory / "image.tif.json"
     refs_path.write_text(text.getvalue())
     return Source("tiff", path, refs_path, ("",))
+
+
+def netcdf3(directory: Path) -> Source:
+    """A netCDF3 classic file, which kerchunk references as big-endian arrays.
+
+    ``t`` is float32 (y, x) = (7, 9) with a fill value and some masked points, ``e`` int16;
+    the references come from kerchunk's ``NetCDF3ToZarr`` (it needs scipy).
+    """
+    import netCDF4
+    from kerchunk.netCDF3 import NetCDF3ToZarr
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "classic.nc"
+    with netCDF4.Dataset(path, "w", format="NETCDF3_CLASSIC") as ds:
+        ds.title = NETCDF_TITLE
+        ds.createDimension("y", 7)
+        ds.createDimension("x", 9)
+        t = ds.createVariable("t", "f4", ("y", "x"), fill_value=NETCDF_FILL)
+        t.units = "K"
+        values = np.arange(63, dtype="f4").reshape(7, 9) / 4 + 250
+        t[:] = np.ma.masked_where(np.arange(63).reshape(7, 9) % 10 == 3, values)
+        e = ds.createVariable("e", "i2", ("y", "x"))
+        e[:] = (np.arange(63).reshape(7, 9) * 37 - 1000).astype("i2")
+    refs = NetCDF3ToZarr(str(path), inline_threshold=0).translate()
+    refs_path = path.with_name(path.name + ".json")
+    refs_path.write_text(json.dumps(refs))
+    return Source("netcdf", path, refs_path, ("t", "e"))
+
+
+# zarr v2 arrays written by zarr-python, one per codec family: (name, dtype, order, compressor,
+# filters). Values are integers, exact in every dtype; the lossy filters are read back through
+# zarr-python from the original store, so both sides see the same rounding.
+ZARR2_ARRAYS: list[tuple[str, str, str, dict[str, Any] | None, list[dict[str, Any]] | None]] = [
+    ("blosc_lz4", "<f8", "C", {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1}, None),
+    ("blosc_bitshuffle_be", ">i4", "C", {"id": "blosc", "cname": "zstd", "shuffle": 2}, None),
+    ("lz4", "<f4", "C", {"id": "lz4"}, None),
+    ("zstd", "<u2", "C", {"id": "zstd", "level": 3}, None),
+    ("bz2", "<i8", "C", {"id": "bz2"}, None),
+    ("lzma", "<f8", "C", {"id": "lzma"}, None),
+    ("gzip_delta", "<i4", "C", {"id": "gzip"}, [{"id": "delta", "dtype": "<i4"}]),
+    (
+        "scaled",
+        "<f8",
+        "C",
+        {"id": "zlib"},
+        [{"id": "fixedscaleoffset", "offset": 0, "scale": 4, "dtype": "<f8", "astype": "<i2"}],
+    ),
+    ("fortran_be", ">f4", "F", {"id": "zlib"}, [{"id": "shuffle", "elementsize": 4}]),
+]
+
+
+def zarr_codecs(directory: Path) -> tuple[Source, Source]:
+    """zarr stores written by zarr-python with the codecs kerchunk's scanners rarely emit.
+
+    The v2 store has one 10x12 array per codec family (``ZARR2_ARRAYS``: blosc, lz4, zstd,
+    bz2, lzma, gzip with delta, fixedscaleoffset, big-endian and F order); the v3 store one
+    array with ``transpose``, big-endian ``bytes``, ``zstd`` and ``crc32c``. References point
+    at the stores' chunk files, metadata inline.
+    """
+    import numcodecs
+    import zarr
+    from zarr.codecs import BytesCodec, Crc32cCodec, TransposeCodec, ZstdCodec
+
+    values = np.arange(120).reshape(10, 12) * 2 - 100  # even: never -1 (65535, ncdump's fill)
+    v2 = directory / "codecs.zarr"
+    group = zarr.open_group(zarr.storage.LocalStore(v2), mode="w", zarr_format=2)
+    for name, dtype, order, compressor, filters in ZARR2_ARRAYS:
+        array = group.create_array(
+            name,
+            shape=values.shape,
+            chunks=(4, 5),
+            dtype=dtype,
+            order=order,  # type: ignore[arg-type]
+            compressors=None if compressor is None else numcodecs.get_codec(compressor),
+            filters=[numcodecs.get_codec(f) for f in filters or []],
+            attributes={"_ARRAY_DIMENSIONS": [f"{name}_y", f"{name}_x"]},
+        )
+        array[:] = values
+    v3 = directory / "codecs-v3.zarr"
+    group3 = zarr.open_group(zarr.storage.LocalStore(v3), mode="w", zarr_format=3)
+    array3 = group3.create_array(
+        "transposed",
+        shape=values.shape,
+        chunks=(4, 5),
+        dtype="float32",
+        serializer=BytesCodec(endian="big"),
+        compressors=[ZstdCodec(), Crc32cCodec()],
+        filters=[TransposeCodec(order=(1, 0))],
+    )
+    array3[:] = values
+    names = tuple(name for name, *_ in ZARR2_ARRAYS)
+    return (
+        Source("zarr", v2, store_refs(v2), names),
+        Source("zarr", v3, store_refs(v3), ("transposed",)),
+    )
+
+
+def store_refs(store: Path) -> Path:
+    """Write JSON references to every file of a zarr directory store (metadata inline)."""
+    refs: dict[str, Any] = {}
+    for path in sorted(p for p in store.rglob("*") if p.is_file()):
+        key = path.relative_to(store).as_posix()
+        if path.name in (".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"):
+            refs[key] = path.read_text()
+        else:
+            refs[key] = [str(path), 0, path.stat().st_size]
+    refs_path = store.with_name(store.name + ".json")
+    refs_path.write_text(json.dumps({"version": 1, "refs": refs}))
+    return refs_path
 
 
 def kerchunk_hdf(path: Path) -> Path:

@@ -312,3 +312,30 @@ def test_chunks_are_counted_for_the_innermost_array_however_deep_the_keys(
     summary = check(source)
     assert summary.ok
     assert {array.path: array.present for array in summary.arrays} == {"g/a": 1, "g/a/b": 3}
+
+
+def test_decode_lists_the_arrays_served_as_stored(tmp_path: Path) -> None:
+    zarray = {
+        "zarr_format": 2,
+        "shape": [4],
+        "chunks": [2],
+        "dtype": "<f8",
+        "compressor": None,
+        "fill_value": None,
+        "order": "C",
+    }
+    refs = {
+        ".zgroup": '{"zarr_format": 2}',
+        "ok/.zarray": json.dumps({**zarray, "compressor": {"id": "zlib"}, "filters": None}),
+        "objects/.zarray": json.dumps({**zarray, "dtype": "|O", "filters": [{"id": "pickle"}]}),
+    }
+    summary = check(write_json(tmp_path, {"version": 1, "refs": refs}), decode_cache=1 << 20)
+    assert summary.served_as_stored is not None
+    assert [(path, codec) for path, codec, _ in summary.served_as_stored] == [("objects", "dtype")]
+    assert summary.ok
+    assert "objects  dtype: object dtype '|O'" in format_summary(summary)
+    assert summary.to_json()["served_as_stored"][0]["array"] == "objects"
+    assert (
+        "served_as_stored"
+        not in check(write_json(tmp_path, {"version": 1, "refs": refs})).to_json()
+    )

@@ -463,3 +463,11 @@ def test_max_refs_size_by_flag_or_o(tmp_path: Path, capsys: pytest.CaptureFixtur
             parse_args(["--max-refs-size", bad, "refs.json", str(tmp_path)])
         assert caught.value.code == 2
     assert "--max-refs-size must be at least 1 byte" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["--decode"], ["-o", "decode"], ["-o", "ro,decode"]])
+def test_decode_is_a_flag_and_a_mount_option(tmp_path: Path, argv: list[str]) -> None:
+    assert not parse_args(["refs.json", str(tmp_path)])[0].decode
+    config, _ = parse_args([*argv, "refs.json", str(tmp_path)])
+    assert config.decode
+    assert "decode" not in config.fuse_options

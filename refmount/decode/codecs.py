@@ -1,0 +1,387 @@
+"""The codecs ``--decode`` runs: an allow-list of numeric codecs, each with a bounded output.
+
+numcodecs' registry also holds ``pickle`` and other object codecs: decoding those would run
+``pickle.loads`` on bytes from a target. Nothing is looked up in the registry by a name the
+metadata gives; only the codecs named here are built, from their known configuration.
+
+Compressors never produce more than the chunk's declared size: zlib, gzip, bz2, lzma and zstd
+decompress with an output limit; blosc and lz4 have the size their header declares checked
+against the bound before anything is allocated. Filters work element by element on what the
+compressor produced, so their output is bounded too; the final size must be exactly
+``prod(chunks) * itemsize``.
+"""
+
+from __future__ import annotations
+
+import bz2
+import lzma
+import math
+import struct
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numcodecs
+import numcodecs.blosc
+import numpy as np
+import zstandard
+from numcodecs.abc import Codec
+
+COMPRESSORS = ("zlib", "gzip", "bz2", "lzma", "zstd", "blosc", "lz4")
+"""Byte-to-byte codecs decoded with an output bound."""
+
+FILTERS: Mapping[str, type[Codec]] = {
+    "shuffle": numcodecs.Shuffle,
+    "delta": numcodecs.Delta,
+    "fixedscaleoffset": numcodecs.FixedScaleOffset,
+    "quantize": numcodecs.Quantize,
+    "packbits": numcodecs.PackBits,
+    "astype": numcodecs.AsType,
+    "bitround": numcodecs.BitRound,
+    "crc32": numcodecs.CRC32,
+    "adler32": numcodecs.Adler32,
+    "fletcher32": numcodecs.Fletcher32,
+    "crc32c": numcodecs.CRC32C,
+}
+"""Numeric filters and checksums: their output is a fixed multiple of their input."""
+
+ALLOWED = frozenset(COMPRESSORS) | frozenset(FILTERS)
+"""Every codec ``--decode`` decodes (by its numcodecs id)."""
+
+CHECKSUMS = frozenset({"crc32", "adler32", "fletcher32", "crc32c"})
+CHECKSUM_BYTES = 4
+"""What each checksum filter adds to the bytes it encodes (the bound allows for it)."""
+
+DTYPE_FIELDS = ("dtype", "astype", "encode_dtype", "decode_dtype")
+"""Filter configuration fields that name a dtype: the widest bounds the compressor's output."""
+
+
+class Undecodable(Exception):
+    """An array whose codecs or dtype ``--decode`` does not decode; it is served as stored."""
+
+    def __init__(self, codec: str, reason: str) -> None:
+        self.codec = codec
+        self.reason = reason
+        super().__init__(f"{codec}: {reason}")
+
+
+class DecodeFailed(Exception):
+    """One chunk could not be decoded (corrupt, or larger than its declared size)."""
+
+    def __init__(self, codec: str, reason: str) -> None:
+        self.codec = codec
+        self.reason = reason
+        super().__init__(f"{codec}: {reason}")
+
+
+Step = Callable[[bytes], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """How one array's stored chunks become C-order little-endian chunks.
+
+    ``steps`` run in order on the stored bytes (compressor first, then the filters in
+    reverse); ``dtype`` is the array's dtype as stored, ``chunks`` its chunk shape (stored
+    in ``order``; ``axes`` is the permutation that gives the array's own axes, from zarr
+    v3's ``transpose``).
+    """
+
+    names: str
+    steps: tuple[tuple[str, Step], ...]
+    dtype: np.dtype[Any]
+    chunks: tuple[int, ...]
+    order: str = "C"
+    axes: tuple[int, ...] | None = None
+
+    @property
+    def size(self) -> int:
+        """Return the size of a decoded chunk: ``prod(chunks) * itemsize``."""
+        return math.prod(self.chunks) * self.dtype.itemsize
+
+    def decode(self, stored: bytes) -> bytes:
+        """Return the decoded chunk; raises ``DecodeFailed`` naming the codec and reason."""
+        data = stored
+        for name, step in self.steps:
+            try:
+                data = step(data)
+            except DecodeFailed:
+                raise
+            except Exception as error:  # any codec failure is one answer: EIO
+                raise DecodeFailed(name, str(error) or type(error).__name__) from error
+        if len(data) != self.size:
+            raise DecodeFailed(self.names, f"decoded to {len(data)} bytes, expected {self.size}")
+        return self._arranged(data)
+
+    def _arranged(self, data: bytes) -> bytes:
+        """Return the chunk in C order and little-endian."""
+        little = self.dtype.newbyteorder("<") if self.dtype.byteorder == ">" else self.dtype
+        if little is self.dtype and self.order == "C" and self.axes is None:
+            return data
+        values = np.frombuffer(data, self.dtype)
+        if self.axes is None:
+            shaped = values.reshape(self.chunks, order="F" if self.order == "F" else "C")
+        else:
+            stored_shape = tuple(self.chunks[axis] for axis in self.axes)
+            shaped = values.reshape(stored_shape).transpose(np.argsort(self.axes))
+        return np.ascontiguousarray(shaped, dtype=little).tobytes()
+
+
+def stored_dtype(value: object) -> np.dtype[Any]:
+    """Return the numeric dtype a zarr v2 ``dtype`` names; ``Undecodable`` for the rest."""
+    if not isinstance(value, str):
+        raise Undecodable("dtype", f"structured dtype {value!r} is served as stored")
+    try:
+        dtype = np.dtype(value)
+    except TypeError as error:
+        raise Undecodable("dtype", f"unknown dtype {value!r}") from error
+    if dtype.kind not in "biufcmMSUV" or dtype.hasobject or dtype.fields:
+        raise Undecodable("dtype", f"object dtype {value!r} is served as stored")
+    if dtype.itemsize == 0:
+        raise Undecodable("dtype", f"variable-length dtype {value!r} is served as stored")
+    return dtype
+
+
+def v2_pipeline(meta: Mapping[str, Any]) -> Pipeline:
+    """Return the pipeline of a ``.zarray`` document; ``Undecodable`` when it has none."""
+    dtype = stored_dtype(meta.get("dtype"))
+    chunks = tuple(int(c) for c in meta["chunks"])
+    order = meta.get("order", "C")
+    if order not in ("C", "F"):
+        raise Undecodable("order", f"order {order!r} is neither C nor F")
+    filters = list(meta.get("filters") or [])
+    compressor = meta.get("compressor")
+    widest = max([dtype.itemsize, *(_widest(f) for f in filters)])
+    bound = math.prod(chunks) * widest + _checksum_bytes(_config(f)["id"] for f in filters)
+    steps: list[tuple[str, Step]] = []
+    if compressor is not None:
+        steps.append(compressor_step(_config(compressor), bound))
+    for config in reversed(filters):  # kerchunk puts HDF5's deflate among the filters
+        steps.append(compressor_step(_config(config), bound))
+    names = codec_names([*filters, *([compressor] if compressor is not None else [])])
+    return Pipeline(names, tuple(steps), dtype, chunks, order)
+
+
+V3_TYPES = {
+    "bool": "|b1",
+    **{f"int{b}": f"<i{b // 8}" for b in (8, 16, 32, 64)},
+    **{f"uint{b}": f"<u{b // 8}" for b in (8, 16, 32, 64)},
+    **{f"float{b}": f"<f{b // 8}" for b in (16, 32, 64)},
+    "complex64": "<c8",
+    "complex128": "<c16",
+}
+"""zarr v3 data types ``--decode`` decodes, as little-endian numpy dtypes."""
+
+V3_COMPRESSORS = {"gzip": "gzip", "zstd": "zstd", "blosc": "blosc", "crc32c": "crc32c"}
+"""zarr v3 bytes-to-bytes codecs, by their numcodecs id."""
+
+
+def v3_pipeline(meta: Mapping[str, Any]) -> Pipeline:
+    """Return the pipeline of a v3 array's ``zarr.json``; ``Undecodable`` when it has none."""
+    data_type = meta.get("data_type")
+    if not isinstance(data_type, str) or data_type not in V3_TYPES:
+        raise Undecodable("data_type", f"data type {data_type!r} is served as stored")
+    little = np.dtype(V3_TYPES[data_type])
+    chunks = tuple(int(c) for c in meta["chunk_grid"]["configuration"]["chunk_shape"])
+    codecs = [_v3_codec(c) for c in meta.get("codecs") or []]
+    names = "+".join(name for name, _ in codecs) or "none"
+    serializer = [i for i, (name, _) in enumerate(codecs) if name == "bytes"]
+    if "sharding_indexed" in (name for name, _ in codecs):
+        raise Undecodable("sharding_indexed", "sharded arrays are served as stored for now")
+    if len(serializer) != 1:
+        raise Undecodable(names, "no single bytes codec")
+    at = serializer[0]
+    endian = codecs[at][1].get("endian", "little")
+    dtype = little.newbyteorder(">") if endian == "big" and little.itemsize > 1 else little
+    axes: tuple[int, ...] | None = None
+    array_steps: list[tuple[str, Step]] = []
+    for name, config in codecs[:at]:
+        if name == "transpose" and axes is None:
+            axes = tuple(int(a) for a in config.get("order", ()))
+            if sorted(axes) != list(range(len(chunks))):
+                raise Undecodable("transpose", f"order {list(axes)} is not a permutation")
+        elif name.startswith("numcodecs."):
+            array_steps.append(filter_step({**config, "id": name.removeprefix("numcodecs.")}))
+        else:
+            raise Undecodable(name, "not among the codecs --decode decodes (served as stored)")
+    bound = math.prod(chunks) * little.itemsize + _checksum_bytes(
+        name.removeprefix("numcodecs.") for name, _ in codecs
+    )
+    steps: list[tuple[str, Step]] = []
+    for name, config in reversed(codecs[at + 1 :]):
+        plain = V3_COMPRESSORS.get(name) or name.removeprefix("numcodecs.")
+        if plain not in ALLOWED or not (name in V3_COMPRESSORS or name.startswith("numcodecs.")):
+            raise Undecodable(name, _refusal(plain))
+        steps.append(compressor_step({**_v3_settings(plain, config), "id": plain}, bound))
+    steps.extend(reversed(array_steps))
+    return Pipeline(names, tuple(steps), dtype, chunks, "C", axes)
+
+
+def _v3_codec(config: object) -> tuple[str, dict[str, Any]]:
+    if isinstance(config, str):
+        return config, {}
+    if not isinstance(config, Mapping) or not isinstance(config.get("name"), str):
+        raise Undecodable(repr(config), "a codec without a name")
+    settings = config.get("configuration") or {}
+    return config["name"], dict(settings) if isinstance(settings, Mapping) else {}
+
+
+def _v3_settings(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a v3 codec's configuration as numcodecs takes it (decoding needs none of it
+    but lzma's, and the checksums' locations)."""
+    if name in ("gzip", "zstd", "blosc"):
+        return {}
+    return dict(config)
+
+
+def _checksum_bytes(names: Iterable[str]) -> int:
+    return CHECKSUM_BYTES * sum(name in CHECKSUMS for name in names)
+
+
+def _config(config: object) -> dict[str, Any]:
+    if not isinstance(config, Mapping) or not isinstance(config.get("id"), str):
+        raise Undecodable(repr(config), "a codec without an id")
+    return dict(config)
+
+
+def _widest(config: object) -> int:
+    """Return the widest itemsize a filter's configuration names (1 if none)."""
+    if not isinstance(config, Mapping):
+        return 1
+    sizes = [1]
+    for field in DTYPE_FIELDS:
+        value = config.get(field)
+        if isinstance(value, str):
+            try:
+                sizes.append(np.dtype(value).itemsize)
+            except TypeError:
+                continue
+    return max(sizes)
+
+
+def filter_step(config: Mapping[str, Any]) -> tuple[str, Step]:
+    """Return the decoding step of an allowed filter; ``Undecodable`` for any other codec."""
+    name = config["id"]
+    codec_class = FILTERS.get(name)
+    if codec_class is None:
+        raise Undecodable(name, _refusal(name))
+    arguments = {k: v for k, v in config.items() if k != "id"}
+    try:
+        codec = codec_class(**arguments)
+    except (TypeError, ValueError) as error:
+        raise Undecodable(name, f"bad configuration {dict(config)!r}: {error}") from error
+
+    def step(data: bytes) -> bytes:
+        return _as_bytes(codec.decode(data))
+
+    return name, step
+
+
+def compressor_step(config: Mapping[str, Any], bound: int) -> tuple[str, Step]:
+    """Return the bounded decoding step of an allowed compressor (or filter in its place)."""
+    name = config["id"]
+    if name in FILTERS:
+        return filter_step(config)
+    decoder = _COMPRESSORS.get(name)
+    if decoder is None:
+        raise Undecodable(name, _refusal(name))
+    if name == "lzma":
+        lzma_format = int(config.get("format", lzma.FORMAT_AUTO))
+        lzma_filters = config.get("filters")
+        return name, lambda data: _lzma(data, bound, lzma_format, lzma_filters)
+    return name, lambda data: decoder(data, bound)
+
+
+def _refusal(name: str) -> str:
+    if name in ("pickle", "json2", "vlen-utf8", "vlen-bytes", "vlen-array", "categorize", "base64"):
+        return "an object codec, never decoded (served as stored)"
+    return "not among the codecs --decode decodes (served as stored)"
+
+
+def _as_bytes(value: object) -> bytes:
+    array = np.ascontiguousarray(value)
+    return array.view(np.uint8).tobytes() if array.ndim else array.tobytes()
+
+
+def _too_large(name: str, bound: int) -> DecodeFailed:
+    return DecodeFailed(name, f"inflates past the declared chunk size of {bound} bytes")
+
+
+def _zlib_like(name: str, wbits: int) -> Callable[[bytes, int], bytes]:
+    def decode(data: bytes, bound: int) -> bytes:
+        inflater = zlib.decompressobj(wbits)
+        out = inflater.decompress(data, bound + 1)
+        if len(out) > bound or inflater.unconsumed_tail:
+            raise _too_large(name, bound)
+        return out
+
+    return decode
+
+
+def _bz2(data: bytes, bound: int) -> bytes:
+    out = bz2.BZ2Decompressor().decompress(data, max_length=bound + 1)
+    if len(out) > bound:
+        raise _too_large("bz2", bound)
+    return out
+
+
+def _lzma(data: bytes, bound: int, lzma_format: int, filters: object) -> bytes:
+    chain = filters if lzma_format == lzma.FORMAT_RAW else None
+    decompressor = lzma.LZMADecompressor(lzma_format, filters=chain)  # type: ignore[arg-type]
+    out = decompressor.decompress(data, max_length=bound + 1)
+    if len(out) > bound:
+        raise _too_large("lzma", bound)
+    return out
+
+
+def _zstd(data: bytes, bound: int) -> bytes:
+    declared = zstandard.frame_content_size(data)
+    if declared > bound:
+        raise _too_large("zstd", bound)
+    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    parts: list[bytes] = []
+    total = 0
+    while total <= bound:
+        part = reader.read(bound + 1 - total)
+        if not part:
+            break
+        parts.append(part)
+        total += len(part)
+    if total > bound:
+        raise _too_large("zstd", bound)
+    return b"".join(parts)
+
+
+def _blosc(data: bytes, bound: int) -> bytes:
+    declared, compressed, _ = numcodecs.blosc._cbuffer_sizes(data)
+    if declared > bound:
+        raise _too_large("blosc", bound)
+    if compressed > len(data):
+        raise DecodeFailed("blosc", f"header declares {compressed} bytes, chunk has {len(data)}")
+    return bytes(numcodecs.blosc.decompress(data))
+
+
+def _lz4(data: bytes, bound: int) -> bytes:
+    if len(data) < 4:
+        raise DecodeFailed("lz4", "shorter than its 4-byte header")
+    (declared,) = struct.unpack("<i", data[:4])
+    if not 0 <= declared <= bound:
+        raise _too_large("lz4", bound)
+    return bytes(numcodecs.LZ4().decode(data))
+
+
+_COMPRESSORS: Mapping[str, Callable[[bytes, int], bytes]] = {
+    "zlib": _zlib_like("zlib", 15),
+    "gzip": _zlib_like("gzip", 31),
+    "bz2": _bz2,
+    "zstd": _zstd,
+    "blosc": _blosc,
+    "lz4": _lz4,
+    "lzma": lambda data, bound: _lzma(data, bound, lzma.FORMAT_AUTO, None),
+}
+
+
+def codec_names(configs: Sequence[object]) -> str:
+    """Name a list of codec configurations for messages (``shuffle+zlib``)."""
+    return "+".join(_config(c)["id"] for c in configs) or "none"

@@ -1,0 +1,471 @@
+"""The decoded view of a reference set: rewritten metadata and decoded chunk files.
+
+``plan`` looks at the metadata once, at mount: which arrays are decoded (their codecs are
+all allowed and a decoded chunk fits a quarter of the cache), which are served as stored
+and why, and the rewritten JSON of every metadata document. ``DecodedReferences`` serves
+those documents and the decoded sizes in place of the stored ones; ``DecodingReader`` serves
+the bytes of decoded chunks. Neither changes what the rest of the tree serves.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from refmount.cache import Data
+from refmount.config import ReadConfig
+from refmount.decode import metadata
+from refmount.decode.codecs import DecodeFailed, Pipeline, Undecodable, v2_pipeline, v3_pipeline
+from refmount.errors import ReferenceFormatError, TargetError
+from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, grid_from_zarray
+from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel
+from refmount.reader import NeighbourPrefetch, Reader, ReaderStatistics, SingleFlight
+
+log = logging.getLogger(__name__)
+
+DECODE_THREADS = max(2, os.cpu_count() or 2)
+"""How many chunks are decoded at once (in worker threads; codecs release the GIL)."""
+
+STARTED_CHUNKS = 1024
+"""How many chunks last started are remembered (to spot readers that go in order, several
+at once: a chunk whose predecessor was started recently is read in order)."""
+
+Lookahead = Callable[["DecodedArray", int], tuple[str, Reference] | None]
+"""Finds a chunk's key and stored reference without I/O (``DecodedReferences.chunk_now``)."""
+
+CACHE_SHARE = 4
+"""An array whose decoded chunk exceeds ``cache_size / CACHE_SHARE`` is served as stored."""
+
+
+class DecodeError(TargetError):
+    """A chunk could not be decoded: ``EIO``, naming the key, the codec and the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedArray:
+    """An array served decoded: its key prefix, chunk grid and decoding pipeline."""
+
+    path: str
+    grid: ChunkGrid
+    pipeline: Pipeline
+
+    def is_chunk(self, name: str) -> bool:
+        """Return True when ``name`` (the key below the array) names one of its chunks."""
+        return self.index_of(name) is not None
+
+    def index_of(self, name: str) -> int | None:
+        """Return the C-order index of chunk ``name`` (the key below the array), or None."""
+        grid = self.grid
+        if not grid.shape:
+            return 0 if name == grid.scalar_name() else None
+        if grid.prefix:
+            head, _, name = name.partition("/")
+            if head != grid.prefix:
+                return None
+        parts = name.split(grid.separator)
+        if len(parts) != len(grid.shape):
+            return None
+        if not all(p.isdigit() and int(p) < n for p, n in zip(parts, grid.shape, strict=True)):
+            return None
+        return ravel([int(p) for p in parts], grid.shape)
+
+    def chunk_index(self, key: str) -> int:
+        """Return the C-order index of the chunk whose full key is ``key``."""
+        index = self.index_of(key[len(self.path) + 1 :] if self.path else key)
+        assert index is not None  # only asked of keys chunk_array matched to this array
+        return index
+
+
+@dataclass(frozen=True, slots=True)
+class StoredArray:
+    """An array served as stored under ``--decode``, and why."""
+
+    path: str
+    codec: str
+    reason: str
+
+    def describe(self) -> str:
+        """Return the warning line: the array, the codec and the reason."""
+        return f"array {self.path or '/'!r} is served as stored: {self.codec}: {self.reason}"
+
+
+@dataclass(slots=True)
+class Plan:
+    """What ``--decode`` does with one reference set, decided from its metadata at mount."""
+
+    arrays: dict[str, DecodedArray] = field(default_factory=dict)
+    stored: list[StoredArray] = field(default_factory=list)
+    documents: dict[str, bytes] = field(default_factory=dict)
+
+    def chunk_array(self, key: str) -> DecodedArray | None:
+        """Return the decoded array ``key`` is a chunk of, or None."""
+        if not self.arrays:
+            return None
+        end = len(key)
+        while end >= 0:
+            end = key.rfind("/", 0, end)
+            path, name = (key[:end], key[end + 1 :]) if end >= 0 else ("", key)
+            array = self.arrays.get(path)
+            if array is not None and array.is_chunk(name):
+                return array
+            if end < 0:
+                return None
+        return None
+
+    def warn(self) -> None:
+        """Log one warning per array served as stored."""
+        for stored in self.stored:
+            log.warning("--decode: %s", stored.describe())
+
+
+_NOT_INLINE = "its metadata lies in a target, not in the set: it is not read at mount"
+
+
+def plan(references: ReferenceSet, cache_size: int) -> Plan:
+    """Decide, from the metadata alone, which arrays are decoded and rewrite the metadata."""
+    documents: dict[str, Any] = {}
+    result = Plan()
+    keys = references.keys()  # a ReferenceSet is not itself iterable
+    for key in keys:
+        path, _, name = key.rpartition("/")
+        if name not in metadata.JSON_NAMES:
+            continue
+        reference = references.get(key)
+        if not isinstance(reference, Inline):
+            if reference is not None and name in (ZARRAY, ZARR_JSON):
+                result.stored.append(StoredArray(path, "metadata", _NOT_INLINE))
+            continue
+        try:
+            documents[key] = metadata.parse(reference.data)
+        except ValueError:
+            continue
+    for key, document in _array_documents(documents).items():
+        _plan_array(result, key, document, cache_size)
+
+    def rewrite(key: str, document: Any) -> Any:
+        path, _, name = key.rpartition("/")
+        array = result.arrays.get(path)
+        if name == ZARRAY and array is not None:
+            return metadata.decoded_zarray(document)
+        if name == ZARR_JSON:
+            if array is not None:
+                return metadata.decoded_zarr_json(document)
+            base = f"{path}/" if path else ""
+            return metadata.consolidated(document, rewrite, base)
+        if name == metadata.ZMETADATA:
+            return metadata.consolidated(document, rewrite, f"{path}/" if path else "")
+        return document
+
+    for key, document in documents.items():
+        result.documents[key] = metadata.dumps(rewrite(key, document))
+    return result
+
+
+def _array_documents(documents: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the array metadata documents by key: stored keys, and consolidated entries."""
+    found: dict[str, Any] = {}
+    for key, document in documents.items():
+        path, _, name = key.rpartition("/")
+        if name == metadata.ZMETADATA and isinstance(document, dict):
+            base = f"{path}/" if path else ""
+            entries = document.get("metadata")
+            for entry, value in entries.items() if isinstance(entries, dict) else ():
+                if entry.rpartition("/")[2] in (ZARRAY, ZARR_JSON):
+                    parsed = _parsed(value)
+                    if parsed is not None:
+                        found.setdefault(base + entry, parsed)
+    for key, document in documents.items():
+        if key.rpartition("/")[2] in (ZARRAY, ZARR_JSON):
+            found[key] = document
+    return found
+
+
+def _parsed(value: Any) -> Any:
+    """Return a consolidated entry as a document (it may be JSON text); None if malformed."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return metadata.parse(value)
+    except ValueError:
+        return None
+
+
+def _plan_array(result: Plan, key: str, document: Any, cache_size: int) -> None:
+    """Add the array described by ``document`` (at ``key``) to the plan, decoded or stored."""
+    if not isinstance(document, dict):
+        return
+    path, _, name = key.rpartition("/")
+    try:
+        if name == ZARRAY:
+            grid: ChunkGrid | None = grid_from_zarray(path, document, "", key)
+            pipeline = v2_pipeline(document)
+        else:
+            grid = grid_from_zarr_json(path, document, "", key)
+            if grid is None:
+                return  # a group
+            pipeline = v3_pipeline(document)
+    except ReferenceFormatError:
+        return  # the loader reported (or skipped) malformed metadata
+    except Undecodable as refusal:
+        result.stored.append(StoredArray(path, refusal.codec, refusal.reason))
+        return
+    except (KeyError, TypeError, ValueError) as error:
+        result.stored.append(StoredArray(path, "metadata", f"cannot be read: {error}"))
+        return
+    if pipeline.size > cache_size // CACHE_SHARE:
+        result.stored.append(
+            StoredArray(
+                path,
+                pipeline.names,
+                f"a decoded chunk would be {pipeline.size} bytes, over a quarter of the "
+                f"cache ({cache_size} bytes)",
+            )
+        )
+        return
+    assert grid is not None
+    result.arrays[path] = DecodedArray(path, grid, pipeline)
+
+
+def decoded_view(
+    references: ReferenceSet, reader: Reader, cache_size: int
+) -> tuple[DecodedReferences, DecodingReader]:
+    """Return the decoded view of a mount's references and reader; warn once per array
+    served as stored."""
+    decisions = plan(references, cache_size)
+    decisions.warn()
+    log.info(
+        "--decode: %d arrays decoded, %d served as stored",
+        len(decisions.arrays),
+        len(decisions.stored),
+    )
+    view = DecodedReferences(references, decisions)
+    return view, DecodingReader(reader, decisions, lookahead=view.chunk_now)
+
+
+class DecodedReferences:
+    """A ``ReferenceSet`` whose metadata is rewritten and whose decoded chunks have their
+    decoded size; chunk references stay those of the stored bytes."""
+
+    def __init__(self, inner: ReferenceSet, decisions: Plan) -> None:
+        self._inner = inner
+        self._plan = decisions
+        self._grid_arrays = [decisions.arrays.get(grid.array) for grid in inner.grids]
+        self._grid_numbers = {grid.array: number for number, grid in enumerate(inner.grids)}
+
+    def chunk_now(self, array: DecodedArray, index: int) -> tuple[str, Reference] | None:
+        """Return the key and stored reference of chunk ``index`` of ``array`` when they are
+        known without I/O (an explicit key, or a chunk of a loaded Parquet record)."""
+        key = array.grid.key(index)
+        reference = self._inner.get(key)
+        if reference is not None:
+            return key, reference
+        number = self._grid_numbers.get(array.path)
+        if number is None or not self._inner.chunk_is_loaded(number, index):
+            return None
+        try:
+            reference = self._inner.chunk(number, index)
+        except ReferenceFormatError:
+            return None
+        return None if reference is None else (key, reference)
+
+    @property
+    def source(self) -> str:
+        """Name the reference file or directory, for messages."""
+        return self._inner.source
+
+    def keys(self) -> Iterable[str]:
+        """Return every explicitly stored key."""
+        return self._inner.keys()
+
+    def get(self, key: str) -> Reference | None:
+        """Return the rewritten document of a metadata key, else the stored reference."""
+        document = self._plan.documents.get(key)
+        if document is not None:
+            return Inline(document)
+        return self._inner.get(key)
+
+    def known_lengths(self, prefix: str, names: Sequence[bytes]) -> list[int | None]:
+        """Return the lengths of explicit keys as served (decoded chunks: their full size)."""
+        lengths = self._inner.known_lengths(prefix, names)
+        decisions = self._plan
+        for position, name in enumerate(names):
+            key = prefix + name.decode("utf-8")
+            document = decisions.documents.get(key)
+            if document is not None:
+                lengths[position] = len(document)
+                continue
+            array = decisions.chunk_array(key)
+            if array is not None and (
+                lengths[position] is not None or self._inner.get(key) is not None
+            ):
+                lengths[position] = array.pipeline.size
+        return lengths
+
+    @property
+    def grids(self) -> Sequence[ChunkGrid]:
+        """Return the chunk grids whose keys are derived."""
+        return self._inner.grids
+
+    def chunk_is_loaded(self, grid: int, index: int) -> bool:
+        """Return True when ``chunk`` answers without I/O."""
+        return self._inner.chunk_is_loaded(grid, index)
+
+    def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
+        """Return chunk sizes as served: a decoded array's present chunks have its full size."""
+        sizes = self._inner.chunk_sizes(grid, start, stop)
+        array = self._grid_arrays[grid]
+        if sizes is None or array is None:
+            return sizes
+        size = array.pipeline.size
+        return [s if s is None or s < 0 else size for s in sizes]
+
+    def chunk_ranges(self, grid: int, start: int, stop: int) -> dict[str, ChunkRanges]:
+        """Return the stored ranges of chunks (for neighbour prefetch of stored bytes)."""
+        return self._inner.chunk_ranges(grid, start, stop)
+
+    def skip_absent(self, grid: int, start: int, stop: int, *, load: bool) -> int:
+        """Return the first chunk index not known to be absent: decoding changes no absence."""
+        return self._inner.skip_absent(grid, start, stop, load=load)
+
+    def chunk(self, grid: int, index: int) -> Reference | None:
+        """Return the stored reference of a chunk (``DecodingReader`` decodes it)."""
+        return self._inner.chunk(grid, index)
+
+
+class DecodingReader:
+    """The reader of a decoded mount: decoded chunk files, everything else as ``inner`` reads.
+
+    A read that starts a chunk whose predecessor (C order, same array) was started recently,
+    or the first chunk, gets the next one decoded ahead in the background, when ``lookahead``
+    knows its reference without I/O and half the cache is free: decoding it overlaps with
+    serving this one.
+
+    A decoded chunk is the stored chunk read through ``inner`` (so fetching, prefetch and
+    retries are unchanged), decoded in a worker thread (at most ``threads`` at once), and
+    kept in ``inner``'s byte-budgeted cache until every byte of it was served, as fetched
+    data is (``Reader.count_served``); concurrent reads of a chunk share one decode.
+    Sizes are only known with the key, so ``known_size`` answers None and ``size`` decides.
+    """
+
+    def __init__(
+        self,
+        inner: Reader,
+        decisions: Plan,
+        *,
+        threads: int = DECODE_THREADS,
+        lookahead: Lookahead | None = None,
+    ) -> None:
+        self._inner = inner
+        self._plan = decisions
+        self._limiter = trio.CapacityLimiter(threads)
+        self._decodes: SingleFlight[Data] = SingleFlight()
+        self._lookahead = lookahead
+        self._started: OrderedDict[tuple[str, int], None] = OrderedDict()
+
+    @property
+    def config(self) -> ReadConfig:
+        """Return how reads are served."""
+        return self._inner.config
+
+    @property
+    def can_prefetch(self) -> bool:
+        """Return True when background work can be started."""
+        return self._inner.can_prefetch
+
+    def spawn(self, job: Callable[[], Awaitable[object]], what: str) -> bool:
+        """Run ``job`` in the background."""
+        return self._inner.spawn(job, what)
+
+    def prefetch_neighbours(
+        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
+    ) -> NeighbourPrefetch:
+        """Prefetch stored bytes of neighbouring chunks (decoded when read)."""
+        return self._inner.prefetch_neighbours(key, url, spans, scale)
+
+    def statistics(self) -> ReaderStatistics:
+        """Return the read path's counters."""
+        return self._inner.statistics()
+
+    def known_size(self, reference: Reference) -> int | None:
+        """Return None: a decoded chunk's size depends on its key (``size`` tells)."""
+        return None
+
+    async def size(self, key: str, reference: Reference) -> int:
+        """Return the size of file ``key`` as served."""
+        array = self._plan.chunk_array(key)
+        if array is not None:
+            return array.pipeline.size
+        return await self._inner.size(key, reference)
+
+    async def read(
+        self, key: str, reference: Reference, offset: int, size: int
+    ) -> bytes | memoryview:
+        """Return up to ``size`` bytes at ``offset`` of file ``key`` as served."""
+        array = self._plan.chunk_array(key)
+        if array is None:
+            return await self._inner.read(key, reference, offset, size)
+        decoded = await self._decoded(key, reference, array.pipeline)
+        data = memoryview(decoded)[offset : offset + max(size, 0)]
+        self._inner.count_served(("decoded", key), len(decoded), len(data))
+        if offset == 0:
+            self._decode_ahead(key, array)
+        return data
+
+    def _decode_ahead(self, key: str, array: DecodedArray) -> None:
+        """Decode the chunk after ``key`` in the background if reads go in order."""
+        index = array.chunk_index(key)
+        started = self._started
+        in_order = index == 0 or (array.path, index - 1) in started
+        started[(array.path, index)] = None
+        started.move_to_end((array.path, index))
+        if len(started) > STARTED_CHUNKS:
+            started.popitem(last=False)
+        if (
+            not in_order
+            or index + 1 >= array.grid.count
+            or self._lookahead is None
+            or not self._inner.can_prefetch
+        ):
+            return
+        cache = self._inner.cache
+        if cache.size + array.pipeline.size > cache.budget // 2:
+            return
+        following = self._lookahead(array, index + 1)
+        if following is None:
+            return
+        next_key, reference = following
+        if ("decoded", next_key) in cache or self._decodes.busy(("decoded", next_key)):
+            return
+        self._inner.spawn(
+            lambda: self._decoded(next_key, reference, array.pipeline), f"decoding {next_key}"
+        )
+
+    async def _decoded(self, key: str, reference: Reference, pipeline: Pipeline) -> Data:
+        cache = self._inner.cache
+        cache_key = ("decoded", key)
+        cached = cache.get(cache_key)
+        if cached is not None:
+            return cached
+
+        async def decode() -> Data:
+            total = await self._inner.size(key, reference)
+            stored = await self._inner.read(key, reference, 0, total)
+            try:
+                data = await trio.to_thread.run_sync(
+                    pipeline.decode, bytes(stored), limiter=self._limiter
+                )
+            except DecodeFailed as error:
+                url = "inline" if isinstance(reference, Inline) else reference.url
+                raise DecodeError(
+                    key, url, f"cannot decode ({error.codec}): {error.reason}"
+                ) from None
+            cache.put(cache_key, data)
+            return data
+
+        return await self._decodes.run(cache_key, decode)

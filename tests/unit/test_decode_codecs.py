@@ -1,0 +1,198 @@
+"""Chunks encoded with numcodecs decode to the expected array; hostile chunks never inflate."""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from typing import Any
+
+import numcodecs
+import numpy as np
+import pytest
+
+from refmount.decode.codecs import DecodeFailed, Undecodable, v2_pipeline, v3_pipeline
+
+CHUNKS = (6, 10)
+VALUES = np.linspace(-5, 5, 60).reshape(CHUNKS)
+
+
+def zarray(
+    dtype: str, compressor: Any = None, filters: Any = None, order: str = "C"
+) -> dict[str, Any]:
+    return {
+        "zarr_format": 2,
+        "shape": [12, 10],
+        "chunks": list(CHUNKS),
+        "dtype": dtype,
+        "compressor": compressor,
+        "filters": filters,
+        "order": order,
+        "fill_value": None,
+    }
+
+
+def encode(values: np.ndarray[Any, Any], *codecs: numcodecs.abc.Codec) -> bytes:
+    """Encode as zarr v2 does: filters in order, then the compressor."""
+    data: Any = values
+    for codec in codecs:
+        data = codec.encode(data)
+    return np.ascontiguousarray(data).tobytes()
+
+
+COMPRESSORS = [
+    numcodecs.Zlib(level=5),
+    numcodecs.GZip(level=5),
+    numcodecs.BZ2(),
+    numcodecs.LZMA(),
+    numcodecs.Zstd(),
+    numcodecs.Blosc(cname="lz4", shuffle=numcodecs.Blosc.SHUFFLE),
+    numcodecs.Blosc(cname="zstd", shuffle=numcodecs.Blosc.BITSHUFFLE),
+    numcodecs.LZ4(),
+]
+
+
+@pytest.mark.parametrize("compressor", COMPRESSORS, ids=lambda c: c.codec_id)
+def test_each_compressor_decodes_to_the_array(compressor: numcodecs.abc.Codec) -> None:
+    values = VALUES.astype("<f8")
+    pipeline = v2_pipeline(zarray("<f8", compressor.get_config()))
+    assert pipeline.decode(encode(values, compressor)) == values.tobytes()
+
+
+FILTERS: list[tuple[str, list[numcodecs.abc.Codec], np.ndarray[Any, Any]]] = [
+    ("shuffle", [numcodecs.Shuffle(elementsize=8)], VALUES.astype("<f8")),
+    ("delta", [numcodecs.Delta(dtype="<i4")], np.arange(60, dtype="<i4").reshape(CHUNKS)),
+    (
+        "fixedscaleoffset",
+        [numcodecs.FixedScaleOffset(offset=0, scale=10, dtype="<f8", astype="<i2")],
+        np.round(VALUES, 1).astype("<f8"),
+    ),
+    ("quantize", [numcodecs.Quantize(digits=2, dtype="<f8")], VALUES.astype("<f8")),
+    ("packbits", [numcodecs.PackBits()], (np.arange(60) % 3 == 0).reshape(CHUNKS)),
+    ("astype", [numcodecs.AsType(encode_dtype="<f4", decode_dtype="<f8")], VALUES.astype("<f8")),
+    ("bitround", [numcodecs.BitRound(keepbits=10)], VALUES.astype("<f4")),
+    ("fletcher32", [numcodecs.Fletcher32()], VALUES.astype("<f8")),
+    ("crc32", [numcodecs.CRC32()], VALUES.astype("<f8")),
+]
+
+
+@pytest.mark.parametrize(("name", "filters", "values"), FILTERS, ids=[f[0] for f in FILTERS])
+def test_each_filter_decodes_as_numcodecs_does(
+    name: str, filters: list[numcodecs.abc.Codec], values: np.ndarray[Any, Any]
+) -> None:
+    compressor = numcodecs.Zlib()
+    configs = [f.get_config() for f in filters]
+    pipeline = v2_pipeline(zarray(values.dtype.str, compressor.get_config(), configs))
+    expected = values
+    for codec in filters:
+        expected = codec.decode(codec.encode(expected))
+    decoded = pipeline.decode(encode(values, *filters, compressor))
+    assert decoded == np.ascontiguousarray(expected).reshape(-1).view(np.uint8).tobytes()
+
+
+def test_big_endian_becomes_little_endian() -> None:
+    values = VALUES.astype(">f4")
+    pipeline = v2_pipeline(zarray(">f4", numcodecs.Zlib().get_config()))
+    decoded = np.frombuffer(pipeline.decode(encode(values, numcodecs.Zlib())), "<f4")
+    np.testing.assert_array_equal(decoded.reshape(CHUNKS), VALUES.astype("<f4"))
+
+
+def test_fortran_order_becomes_c_order() -> None:
+    values = VALUES.astype("<i8")
+    stored = np.asfortranarray(values).tobytes(order="F")
+    decoded = v2_pipeline(zarray("<i8", order="F")).decode(stored)
+    assert decoded == values.tobytes()
+
+
+def test_v3_bytes_big_endian_transpose_and_gzip() -> None:
+    values = VALUES.astype(">f8")
+    meta = {
+        "node_type": "array",
+        "data_type": "float64",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(CHUNKS)}},
+        "codecs": [
+            {"name": "transpose", "configuration": {"order": [1, 0]}},
+            {"name": "bytes", "configuration": {"endian": "big"}},
+            {"name": "gzip", "configuration": {"level": 5}},
+        ],
+    }
+    gzipped = numcodecs.GZip().encode(values.transpose(1, 0).tobytes())
+    assert v3_pipeline(meta).decode(bytes(gzipped)) == VALUES.astype("<f8").tobytes()
+
+
+@pytest.mark.parametrize("codec", ["pickle", "json2", "vlen-utf8", "categorize", "base64", "x"])
+def test_a_codec_off_the_list_is_never_decoded(codec: str) -> None:
+    with pytest.raises(Undecodable) as refused:
+        v2_pipeline(zarray("<f8", {"id": codec}))
+    assert refused.value.codec == codec
+
+
+def test_a_pickle_filter_is_refused_before_any_chunk_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing is looked up in the registry: pickle.loads is never reached."""
+    monkeypatch.setattr(pickle, "loads", lambda *a, **k: pytest.fail("pickle.loads was called"))
+    with pytest.raises(Undecodable):
+        v2_pipeline(zarray("<f8", None, [{"id": "pickle", "protocol": 5}]))
+
+
+@pytest.mark.parametrize("dtype", ["|O", [["a", "<f4"]], "<U0"])
+def test_object_and_structured_dtypes_are_served_as_stored(dtype: Any) -> None:
+    with pytest.raises(Undecodable):
+        v2_pipeline(zarray(dtype))
+
+
+def test_v3_sharding_is_served_as_stored() -> None:
+    meta = {
+        "node_type": "array",
+        "data_type": "int32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+        "codecs": [{"name": "sharding_indexed", "configuration": {}}],
+    }
+    with pytest.raises(Undecodable, match="sharded"):
+        v3_pipeline(meta)
+
+
+# A chunk that inflates past its declared size: 8 MiB of zeros in a few KiB.
+BOMB = b"\0" * (8 * 1024 * 1024)
+
+
+@pytest.mark.parametrize(
+    "compressor",
+    [
+        numcodecs.Zlib(),
+        numcodecs.GZip(),
+        numcodecs.BZ2(),
+        numcodecs.LZMA(),
+        numcodecs.Zstd(),
+        numcodecs.Blosc(),
+        numcodecs.LZ4(),
+    ],
+    ids=lambda c: c.codec_id,
+)
+def test_a_chunk_that_inflates_past_its_size_fails(compressor: numcodecs.abc.Codec) -> None:
+    pipeline = v2_pipeline(zarray("<f8", compressor.get_config()))
+    with pytest.raises(DecodeFailed, match="inflates past"):
+        pipeline.decode(bytes(compressor.encode(BOMB)))
+
+
+def test_a_short_chunk_fails_with_both_sizes() -> None:
+    pipeline = v2_pipeline(zarray("<f8", numcodecs.Zlib().get_config()))
+    with pytest.raises(DecodeFailed, match="decoded to 8 bytes, expected 480"):
+        pipeline.decode(zlib.compress(b"\0" * 8))
+
+
+def test_a_corrupt_chunk_names_the_codec() -> None:
+    pipeline = v2_pipeline(zarray("<f8", numcodecs.Zlib().get_config()))
+    with pytest.raises(DecodeFailed) as failed:
+        pipeline.decode(b"not zlib at all")
+    assert failed.value.codec == "zlib"
+
+
+def test_a_compressor_among_the_filters_is_decoded_and_bounded() -> None:
+    """kerchunk's HDF5 scanner writes deflate as a filter: ``filters: [shuffle, zlib]``."""
+    values = VALUES.astype("<f8")
+    filters = [numcodecs.Shuffle(elementsize=8), numcodecs.Zlib()]
+    pipeline = v2_pipeline(zarray("<f8", None, [f.get_config() for f in filters]))
+    assert pipeline.decode(encode(values, *filters)) == values.tobytes()
+    with pytest.raises(DecodeFailed, match="inflates past"):
+        pipeline.decode(zlib.compress(BOMB))
