@@ -18,6 +18,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+import refmount
+
 ROOT = Path(__file__).parents[2]
 KUBERNETES = ROOT / "deploy" / "kubernetes"
 EXAMPLE_REFS = ROOT / "examples" / "air" / "refs.json"
@@ -154,3 +156,9 @@ def test_reader_pod_sees_the_host_path_through_host_to_container() -> None:
     daemon_mount_path = volume_mount(daemon_container(), "mounts")["mountPath"]
     relative = Path(daemon_mountpoint()).relative_to(daemon_mount_path)
     assert f'"{Path(mount["mountPath"]) / relative}"' in container["args"][0]
+
+
+def test_pods_run_the_image_scripts_image_builds() -> None:
+    (container,) = the("Pod")["spec"]["containers"]
+    expected = f"localhost/refmount:{refmount.__version__}"
+    assert daemon_container()["image"] == container["image"] == expected
