@@ -131,7 +131,7 @@ def test_bad_retries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_help_mentions_the_subcommands() -> None:
     text = build_parser().format_help()
     assert "refmount check [options] REFS" in text
-    assert "refmount stats [--json] MOUNTPOINT" in text
+    assert "refmount stats [--format {text,json,prometheus}] MOUNTPOINT" in text
     assert "refmount -- check" in text
 
 
