@@ -463,3 +463,25 @@ def test_max_refs_size_by_flag_or_o(tmp_path: Path, capsys: pytest.CaptureFixtur
             parse_args(["--max-refs-size", bad, "refs.json", str(tmp_path)])
         assert caught.value.code == 2
     assert "--max-refs-size must be at least 1 byte" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- REFS - and --base
+
+
+def test_refs_dash_is_standard_input_and_base_is_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config, _ = parse_args(["--base", "data", "-", str(tmp_path)])
+    assert config.refs == "-"
+    assert config.base == str(tmp_path / "data")
+    config, _ = parse_args(["--base", "s3://bucket/dir", "-", str(tmp_path)])
+    assert config.base == "s3://bucket/dir"
+
+
+def test_base_applies_only_to_standard_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--base", "/data", "refs.json", str(tmp_path)])
+    assert "--base applies only to REFS -" in capsys.readouterr().err
