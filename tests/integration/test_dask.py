@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -110,6 +111,54 @@ def test_nannies_share_the_mount_and_only_the_last_one_unmounts(tmp_path: Path) 
     finally:
         for nanny in (first, second):
             nanny.detach()
+        unmount(mountpoint)
+
+
+def test_a_nanny_killed_by_sigkill_lets_go_of_its_share(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    from refmount.dask import RefmountPlugin
+
+    source = sources.netcdf4(tmp_path / "data")
+    mountpoint = tmp_path / "mnt"
+    refs = source.refs_dict()  # in memory: the command reads it from its stdin
+    script = textwrap.dedent(
+        f"""
+        import json, sys, time
+        from refmount.dask import RefmountPlugin
+        refs = json.loads(sys.stdin.read())
+        RefmountPlugin(refs, {str(mountpoint)!r}, base={str(source.refs.parent)!r}).attach()
+        print("attached", flush=True)
+        time.sleep(600)
+        """
+    )
+    nanny = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    plugin = RefmountPlugin(refs, mountpoint, base=str(source.refs.parent))
+    try:
+        assert nanny.stdin is not None
+        assert nanny.stdout is not None
+        nanny.stdin.write(json.dumps(refs))
+        nanny.stdin.close()
+        assert nanny.stdout.readline() == "attached\n"
+        plugin.attach()
+        assert refmounts_on(mountpoint) == 1
+        nanny.kill()
+        nanny.wait()
+        assert refmounts_on(mountpoint) == 1  # the mount belongs to the host, not the nanny
+        assert read_level(str(mountpoint), 4).shape == (11, 13)
+        plugin.detach()  # the killed nanny's shared lock went with it: this is the last
+        assert refmounts_on(mountpoint) == 0
+    finally:
+        if nanny.poll() is None:
+            nanny.kill()
+            nanny.wait()
+        if nanny.stdout is not None:
+            nanny.stdout.close()
+        plugin.detach()
         unmount(mountpoint)
 
 
