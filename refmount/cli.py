@@ -4,6 +4,7 @@ and detaching into the background once the mount answers."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import grp
 import json
@@ -15,12 +16,12 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import IO, Any, NoReturn
 
-from refmount import __version__
 from refmount.config import (
     DAY,
     KIB,
+    STDIN_REFS,
     MountConfig,
     ReadConfig,
     RetryConfig,
@@ -32,6 +33,7 @@ from refmount.config import (
 from refmount.console import ProgressReporter, detach_logging, setup_logging
 from refmount.errors import MountError, ReferenceFormatError, RefmountError
 from refmount.kernel import KernelTuning
+from refmount.release import __version__
 from refmount.urls import protocol_of
 
 log = logging.getLogger("refmount")
@@ -42,6 +44,10 @@ EXIT_BAD_INPUT = 2
 
 READY_FD_VARIABLE = "REFMOUNT_READY_FD"
 """Set by a backgrounding parent: the pipe its daemon child reports readiness on."""
+
+LIFELINE_FD_VARIABLE = "REFMOUNT_LIFELINE_FD"
+"""Set by a parent that owns the mount (the Python API): a pipe whose end means 'unmount'."""
+
 
 IGNORED_MOUNT_OPTIONS = frozenset(
     {"defaults", "auto", "noauto", "user", "users", "nouser", "nofail", "_netdev"}
@@ -60,7 +66,7 @@ SUBCOMMANDS = ("check", "stats")
 USAGE = """\
 refmount [options] REFS MOUNTPOINT
        refmount check [options] REFS
-       refmount stats [--json] MOUNTPOINT"""
+       refmount stats [--format {text,json,prometheus}] MOUNTPOINT"""
 
 DESCRIPTION = """\
 Mount a kerchunk/fsspec reference set as a read-only directory tree.
@@ -124,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("refs", metavar="REFS", help="reference file, directory or URL")
+    parser.add_argument(
+        "refs", metavar="REFS", help="reference file, directory or URL; - reads JSON from stdin"
+    )
     parser.add_argument("mountpoint", metavar="MOUNTPOINT", help="empty directory (see --nonempty)")
     parser.add_argument(
         "-f", "--foreground", action="store_true", help="stay attached instead of detaching"
@@ -153,6 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--target-options", metavar="JSON", help="fsspec storage options for opening REFS"
     )
     parser.add_argument("--target", metavar="URL", help="target of references whose URL is null")
+    parser.add_argument(
+        "--base",
+        metavar="DIR",
+        help="with REFS - (a JSON document on standard input): the directory or URL that "
+        "relative target paths are relative to (without it they are refused; every node's "
+        "mtime is the time of the mount)",
+    )
     parser.add_argument(
         "--cache-size",
         metavar="SIZE",
@@ -381,8 +396,10 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             timeout=defaults.timeout if args.timeout is None else _timeout(args.timeout),
             retries=defaults.retries if args.retries is None else _count("retries", args.retries),
         )
+        if args.base is not None and args.refs != STDIN_REFS:
+            raise ValueError("--base applies only to REFS - (a document on standard input)")
         config = MountConfig(
-            refs=_absolute(args.refs),
+            refs=args.refs if args.refs == STDIN_REFS else _absolute(args.refs),
             mountpoint=Path(args.mountpoint).absolute(),
             foreground=bool(args.foreground),
             fuse_options=tuple(fuse),
@@ -405,6 +422,7 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             nonempty=bool(args.nonempty),
             max_refs_size=_max_refs_size(args.max_refs_size),
             decode=bool(args.decode),
+            base=None if args.base is None else _absolute(args.base),
         )
         args.kernel_tuning = kernel_tuning(args)
     except ValueError as error:
@@ -429,7 +447,7 @@ def _check_option_form(name: str, own: str, value: str | None) -> None:
 
 def _check_values(args: argparse.Namespace, shortcuts: dict[str, str | bool]) -> None:
     """Raise ``ValueError`` for option values that would only fail once mounted."""
-    for flag in ("refs", "target", "remote_protocol", "log_file"):
+    for flag in ("refs", "target", "remote_protocol", "log_file", "base"):
         value = getattr(args, flag)
         if isinstance(value, str) and not value.strip():
             raise ValueError(f"{_flag(flag)} must not be empty")
@@ -549,21 +567,30 @@ console script that started it did (a venv, a user install, or a ``pip install -
 whose import hook lives in site-packages)."""
 
 
-def _readiness_reporter(args: argparse.Namespace) -> Callable[[], None]:
-    """Take the readiness pipe a backgrounding parent gave us (if any); return what to call
-    once the mount answers.
-
-    The pipe is made non-inheritable at once, so no program we start holds it (libfuse runs
-    ``fusermount3``, which stays alive with ``-o auto_unmount``); and the parent waits for
-    ``READY_MESSAGE``, not for the end of the pipe, so it returns even if one did.
-    """
-    text = os.environ.pop(READY_FD_VARIABLE, None)
+def _inherited_fd(variable: str) -> int | None:
+    """Take the descriptor a parent named in ``variable``: made non-inheritable at once, so
+    no program we start holds it (libfuse runs ``fusermount3``, which stays alive with
+    ``-o auto_unmount``); None when there is none."""
+    text = os.environ.pop(variable, None)
     if text is None or not text.isdigit():
-        return lambda: None
+        return None
     fd = int(text)
     try:
         os.set_inheritable(fd, False)
     except OSError:  # not a descriptor we were given
+        return None
+    return fd
+
+
+def _readiness_reporter(args: argparse.Namespace) -> Callable[[], None]:
+    """Take the readiness pipe a backgrounding parent gave us (if any); return what to call
+    once the mount answers.
+
+    The parent waits for ``READY_MESSAGE``, not for the end of the pipe, so it returns even
+    if a program we started held the pipe.
+    """
+    fd = _inherited_fd(READY_FD_VARIABLE)
+    if fd is None:
         return lambda: None
 
     def ready() -> None:
@@ -586,24 +613,55 @@ def background_command(argv: Sequence[str]) -> list[str]:
     ]
 
 
-def run_in_background(argv: Sequence[str]) -> int:
-    """Start the daemon as a child in its own session; return once it is mounted or failed."""
+def launch(
+    argv: Sequence[str],
+    *,
+    stdin: int | bytes | None = subprocess.DEVNULL,
+    stderr: int | IO[bytes] | None = None,
+    lifeline: int | None = None,
+) -> tuple[subprocess.Popen[bytes], bool]:
+    """Start the daemon for ``argv`` as a child in its own session; return it and whether it
+    is mounted, once it is mounted or has failed.
+
+    ``stdin`` is what the child reads (bytes: a reference document for REFS ``-``, written
+    through a pipe only the child reads; None: ours). ``lifeline`` is the read end of a pipe
+    whose end makes the daemon unmount (the caller keeps the write end and closes the read
+    end after this returns).
+    """
     read_end, write_end = os.pipe()
     env = dict(os.environ)
     env[READY_FD_VARIABLE] = str(write_end)
+    fds = [write_end]
+    if lifeline is not None:
+        env[LIFELINE_FD_VARIABLE] = str(lifeline)
+        fds.append(lifeline)
+    document = stdin if isinstance(stdin, bytes) else None
     child = subprocess.Popen(
         background_command(argv),
-        stdin=subprocess.DEVNULL,
-        pass_fds=(write_end,),
+        stdin=subprocess.PIPE if isinstance(stdin, bytes) else stdin,
+        stderr=stderr,
+        pass_fds=fds,
         env=env,
         start_new_session=True,
     )
     os.close(write_end)
+    if document is not None and child.stdin is not None:
+        with contextlib.suppress(BrokenPipeError):  # the child stopped before reading it
+            child.stdin.write(document)
+        with contextlib.suppress(BrokenPipeError):
+            child.stdin.close()
     with os.fdopen(read_end, "rb") as pipe:
         message = pipe.readline()  # the message, or EOF once the child is gone
-    if message == READY_MESSAGE:
-        return EXIT_OK
-    return child.wait() or EXIT_FAILURE
+    return child, message == READY_MESSAGE
+
+
+def run_in_background(argv: Sequence[str], stdin_refs: bool = False) -> int:
+    """Start the daemon as a child in its own session; return once it is mounted or failed.
+
+    With ``stdin_refs`` (REFS ``-``) the child reads the reference document from our stdin.
+    """
+    child, ready = launch(argv, stdin=None if stdin_refs else subprocess.DEVNULL)
+    return EXIT_OK if ready else child.wait() or EXIT_FAILURE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -619,8 +677,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stats_main(argv[1:])
     config, args = parse_args(argv)
     if not config.foreground:
-        return run_in_background(argv)
+        return run_in_background(argv, stdin_refs=config.refs == STDIN_REFS)
     on_ready = _readiness_reporter(args)  # first: nothing we start may inherit the pipe
+    lifeline = _inherited_fd(LIFELINE_FD_VARIABLE)
     setup_logging(config.log_level, journald="JOURNAL_STREAM" in os.environ)
     debug = config.log_level == "debug"
     from refmount import daemon  # the heavy imports, only once the arguments are good
@@ -632,7 +691,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         daemon.check_mountpoint(config.mountpoint, config.nonempty)  # cheaper than loading
         loaded = daemon.load_references(config, ProgressReporter(config.refs, sys.stderr))
-        daemon.mount_and_serve(config, loaded, on_ready, getattr(args, "kernel_tuning", None))
+        tuning = getattr(args, "kernel_tuning", None)
+        daemon.mount_and_serve(config, loaded, on_ready, tuning, lifeline)
     except ReferenceFormatError as error:
         _report(error, debug)
         return EXIT_BAD_INPUT
@@ -783,24 +843,26 @@ Show the counters and latencies of a mounted refmount: requests, errors and late
 percentiles per FUSE operation, reads, bytes served, target fetches, cache hits, retries.
 They are read from the file .refmount-stats in the mount's root (a JSON snapshot taken
 when it is opened; the file is not listed), so no network port is involved:
-cat MOUNTPOINT/.refmount-stats shows the same. exit status: 0 shown, 1 MOUNTPOINT is not a
-refmount mount.
+cat MOUNTPOINT/.refmount-stats shows the same. --format prometheus prints Prometheus' text
+exposition format (counters, and a latency histogram per operation), for node_exporter's
+textfile collector, e.g. every minute from cron or a systemd timer:
+  refmount stats --format prometheus /mnt/data > /var/lib/node_exporter/refmount.prom.tmp
+  mv /var/lib/node_exporter/refmount.prom.tmp /var/lib/node_exporter/refmount.prom
+exit status: 0 shown, 1 MOUNTPOINT is not a refmount mount.
 """
 
+STATS_FORMATS = ("text", "json", "prometheus")
 
-def stats_main(argv: Sequence[str]) -> int:
-    """Run ``refmount stats``; return 0, or 1 when MOUNTPOINT is not a refmount mount."""
-    from refmount.stats import STATS_FILE, format_snapshot
 
-    parser = argparse.ArgumentParser(
-        prog="refmount stats",
-        description=STATS_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("mountpoint", metavar="MOUNTPOINT", type=Path, help="a refmount mount")
-    parser.add_argument("--json", action="store_true", help="print the snapshot as JSON")
-    args = parser.parse_args(argv)
-    mountpoint: Path = args.mountpoint
+class StatsUnavailable(RefmountError):
+    """``MOUNTPOINT`` has no statistics to show; the message says why."""
+
+
+def read_snapshot(mountpoint: Path) -> dict[str, Any]:
+    """Return the statistics snapshot of the refmount mounted on ``mountpoint`` (what
+    ``refmount stats --json`` prints); raise ``StatsUnavailable`` explaining why not."""
+    from refmount.stats import STATS_FILE
+
     try:
         raw = (mountpoint / STATS_FILE).read_bytes()
         snapshot = json.loads(raw)
@@ -810,13 +872,44 @@ def stats_main(argv: Sequence[str]) -> int:
                 "of that name, which hides them)"
             )
     except OSError as error:
-        print(f"refmount: error: {_stats_problem(mountpoint, error)}", file=sys.stderr)
-        return EXIT_FAILURE
+        raise StatsUnavailable(_stats_problem(mountpoint, error)) from None
     except ValueError as error:
-        print(f"refmount: error: {mountpoint}: unreadable statistics: {error}", file=sys.stderr)
+        raise StatsUnavailable(f"{mountpoint}: unreadable statistics: {error}") from None
+    return snapshot
+
+
+def stats_main(argv: Sequence[str]) -> int:
+    """Run ``refmount stats``; return 0, or 1 when MOUNTPOINT is not a refmount mount."""
+    from refmount.stats import format_snapshot, prometheus_text
+
+    parser = argparse.ArgumentParser(
+        prog="refmount stats",
+        description=STATS_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("mountpoint", metavar="MOUNTPOINT", type=Path, help="a refmount mount")
+    parser.add_argument(
+        "--format",
+        choices=STATS_FORMATS,
+        default="text",
+        help="text (default): tables; json: the snapshot; prometheus: the text exposition "
+        "format, every sample labelled with the mountpoint",
+    )
+    parser.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="--format json"
+    )
+    args = parser.parse_args(argv)
+    mountpoint: Path = args.mountpoint
+    try:
+        snapshot = read_snapshot(mountpoint)
+    except StatsUnavailable as error:
+        print(f"refmount: error: {error}", file=sys.stderr)
         return EXIT_FAILURE
-    if args.json:
+    if args.format == "json":
         print(json.dumps(snapshot, indent=2))
+    elif args.format == "prometheus":
+        labels = {"mountpoint": os.path.abspath(mountpoint)}
+        sys.stdout.write(prometheus_text(snapshot, labels))
     else:
         print(format_snapshot(snapshot))
     return EXIT_OK

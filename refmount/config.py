@@ -138,6 +138,10 @@ SHARING_FUSE_OPTIONS = frozenset({"allow_other", "allow_root"})
 """FUSE options that let users other than the one who mounted read the tree."""
 
 
+STDIN_REFS = "-"
+"""REFS that means: read one JSON reference document from standard input."""
+
+
 @dataclass(frozen=True, slots=True)
 class MountConfig:
     """Everything the daemon needs to mount one reference set.
@@ -174,6 +178,9 @@ class MountConfig:
     max_refs_size: int | None = None
     """The cap on the reference file's raw and inflated size (None: ``default_max_refs_size``)."""
     decode: bool = False
+    base: str | None = None
+    """With ``refs`` ``-`` (a JSON document on standard input, which has no directory): the
+    directory or URL that relative target paths are resolved against; None refuses them."""
 
     @property
     def shared(self) -> bool:

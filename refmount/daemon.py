@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -24,7 +25,7 @@ import pyfuse3
 import trio
 
 from refmount import heap, kernel, notify
-from refmount.config import MountConfig, default_max_refs_size
+from refmount.config import STDIN_REFS, MountConfig, default_max_refs_size
 from refmount.errors import MountError, ReferenceFormatError
 from refmount.filesystem import Owner, RefFilesystem
 from refmount.formats import LoadOptions, load
@@ -32,7 +33,13 @@ from refmount.formats.options import Progress
 from refmount.fuse_ops import FuseOperations, InFlight
 from refmount.model import Inline, ReferenceSet
 from refmount.reader import Reader, ReadPath
-from refmount.store import FsspecSource, LocalRoots, StorageOptions, Store
+from refmount.store import (
+    FsspecSource,
+    LocalRoots,
+    StorageOptions,
+    Store,
+    StreamSource,
+)
 from refmount.tree import Tree
 
 log = logging.getLogger(__name__)
@@ -66,7 +73,7 @@ PREPARE_SAMPLE = 10_000
 class Loaded:
     """A reference set ready to be served: its source, references, tree and mtime."""
 
-    source: FsspecSource
+    source: FsspecSource | StreamSource
     references: ReferenceSet
     tree: Tree
     mtime_ns: int
@@ -169,10 +176,14 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
     ``progress`` is told ``(keys read, total)`` now and then while a large JSON file loads.
     """
     started = time.monotonic()
+    cap = config.max_refs_size or default_max_refs_size()
+    source: FsspecSource | StreamSource
     try:
-        storage = StorageOptions(config.target_options, config.s3_options)
-        cap = config.max_refs_size or default_max_refs_size()
-        source = FsspecSource(config.refs, storage, cap)
+        if config.refs == STDIN_REFS:
+            source = StreamSource(sys.stdin.buffer, config.base, cap)
+        else:
+            storage = StorageOptions(config.target_options, config.s3_options)
+            source = FsspecSource(config.refs, storage, cap)
     except (OSError, ValueError, ImportError) as error:
         raise ReferenceFormatError(config.refs, None, f"cannot open: {error}") from error
     options = LoadOptions(
@@ -298,8 +309,12 @@ def mount_and_serve(
     loaded: Loaded,
     on_ready: Callable[[], None] = lambda: None,
     tuning: kernel.KernelTuning | None = None,
+    lifeline: int | None = None,
 ) -> None:
     """Mount, call ``on_ready`` once the mount answers, serve until unmounted or signalled.
+
+    With ``lifeline``, the read end of a pipe whose other end the owner of the mount holds
+    (the Python API), the end of that pipe (the owner exited, normally or not) unmounts too.
 
     Under a service manager (``$NOTIFY_SOCKET``) readiness is also reported as ``READY=1``,
     and the start of the unmount as ``STOPPING=1``. With ``tuning`` (``-o tune_kernel``), the
@@ -351,7 +366,7 @@ def mount_and_serve(
         prepare_targets(store, loaded.references)
 
     try:
-        trio.run(_serve, mountpoint, ready, reader, requests, tuning, prepare)
+        trio.run(_serve, mountpoint, ready, reader, requests, tuning, prepare, lifeline)
     finally:
         store.close()
         log.info("unmounting %s", mountpoint)
@@ -415,6 +430,7 @@ async def _serve(
     requests: InFlight,
     tuning: kernel.KernelTuning | None = None,
     prepare: Callable[[], None] | None = None,
+    lifeline: int | None = None,
 ) -> None:
     async with trio.open_nursery() as nursery:
         reader.start_background(nursery)  # prefetches; cancelled with the helpers below
@@ -423,6 +439,8 @@ async def _serve(
                 functools.partial(trio.to_thread.run_sync, prepare, abandon_on_cancel=True)
             )
         nursery.start_soon(_stop_on_signals, requests)
+        if lifeline is not None:
+            nursery.start_soon(_stop_when_owner_exits, lifeline, requests)
         nursery.start_soon(_announce_and_watch, mountpoint, on_ready, requests, tuning)
         await pyfuse3.main(min_tasks=4, max_tasks=256)
         nursery.cancel_scope.cancel()  # unmounted from outside: stop the helpers
@@ -488,6 +506,15 @@ async def _stop_when_detached(
         if wanted not in table:
             await _stop(requests, "the mount was detached (lazy unmount)")
             return
+
+
+async def _stop_when_owner_exits(lifeline: int, requests: InFlight) -> None:
+    """Unmount once the pipe ``lifeline`` ends: the process that owns the mount is gone."""
+    while True:
+        await trio.lowlevel.wait_readable(lifeline)
+        if not os.read(lifeline, 4096):  # the owner never writes: anything else is noise
+            break
+    await _stop(requests, "the process that owns the mount exited")
 
 
 async def _announce_when_ready(

@@ -5,6 +5,8 @@
     RefmountError                       EIO
     ├── ReferenceFormatError            (load time: exit status 2; later: EIO)
     ├── MountError                      (mount time: exit status 1)
+    ├── StartError                      the Python API's daemon did not mount (its one line)
+    │   └── BadInputError               a malformed set or a bad option (exit status 2)
     ├── FilesystemError                 errno as given
     │   ├── NotFoundError               ENOENT
     │   ├── ReadOnlyError               EROFS
@@ -61,6 +63,22 @@ def too_large(source: str, limit: int, what: str = "is") -> ReferenceFormatError
 
 class MountError(RefmountError):
     """The mountpoint cannot be used (missing, stale, busy, not permitted)."""
+
+
+class StartError(RefmountError):
+    """The daemon that ``refmount.mount()`` started stopped without mounting.
+
+    The message is the one line the ``refmount`` command prints for the same failure (less
+    its ``refmount: error:`` prefix); ``status`` is the command's exit status.
+    """
+
+    def __init__(self, message: str, status: int) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class BadInputError(StartError):
+    """The reference set is malformed, or an option's value is bad (exit status 2)."""
 
 
 class FilesystemError(RefmountError):

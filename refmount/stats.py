@@ -32,6 +32,10 @@ BUCKETS = ((MAX_BITS - SUB_BITS) << SUB_BITS) + _EXACT
 
 PERCENTILES = (50, 90, 99)
 
+EXPORT_BOUNDS_US = tuple(4**power for power in range(2, 14))
+"""The upper bounds (µs) of the cumulative buckets a snapshot exports, 16 µs to about 67 s:
+powers of two, hence boundaries of the fine buckets, so the exported counts are exact."""
+
 
 def bucket_of(micros: int) -> int:
     """Return the bucket that a latency of ``micros`` microseconds falls in."""
@@ -92,6 +96,19 @@ class LatencyHistogram:
         """Return the mean latency in microseconds (0 if none)."""
         return self.total / self.count if self.count else 0.0
 
+    def below(self, bounds: tuple[int, ...]) -> list[int]:
+        """Return how many latencies were under each of ``bounds`` (µs, ascending), exactly
+        when every bound is the low end of a bucket (as ``EXPORT_BOUNDS_US`` are)."""
+        counts: list[int] = []
+        seen = 0
+        bucket = 0
+        for bound in bounds:
+            while bucket < BUCKETS and bucket_bounds(bucket)[1] <= bound:
+                seen += self._counts[bucket]
+                bucket += 1
+            counts.append(seen)
+        return counts
+
 
 class OperationStatistics:
     """How often one FUSE operation ran, how often it failed (by errno) and how long it took."""
@@ -117,6 +134,10 @@ class OperationStatistics:
             out[f"p{percent}_us"] = latency.percentile(percent)
         out["max_us"] = latency.maximum
         out["mean_us"] = round(latency.mean(), 1)
+        out["sum_us"] = latency.total
+        out["below_us"] = dict(
+            zip(map(str, EXPORT_BOUNDS_US), latency.below(EXPORT_BOUNDS_US), strict=True)
+        )
         return out
 
 
@@ -275,3 +296,87 @@ def format_snapshot(snapshot: Mapping[str, Any]) -> str:
                 shown = ", ".join(f"{code} {count:,}" for code, count in errnos.items())
                 lines.append(f"  {name}: {shown}")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ Prometheus
+
+_PROMETHEUS_COUNTERS = (
+    ("reads", "reads", "read requests answered"),
+    ("bytes_served", "bytes_served", "bytes returned to readers"),
+    ("fetches", "fetches", "requests made to targets"),
+    ("bytes_fetched", "bytes_fetched", "bytes received from targets"),
+    ("cache_hits", "cache_hits", "reads answered from memory"),
+    ("retries", "retries", "target requests tried again"),
+    ("fetch_errors", "errors", "target requests that failed for good"),
+)
+"""(metric name without ``refmount_`` and ``_total``, snapshot field, help) of the counters."""
+
+_PROMETHEUS_GAUGES = (
+    ("uptime_seconds", "uptime_s", "seconds the mount has been up"),
+    ("open_files", "open_files", "files open on the mount"),
+    ("cached_bytes", "bytes_cached", "bytes of fetched data held in memory"),
+)
+
+
+def _label_value(text: str) -> str:
+    """Escape a label value for the text exposition format."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(pairs: Mapping[str, str]) -> str:
+    inner = ",".join(f'{name}="{_label_value(value)}"' for name, value in pairs.items())
+    return "{" + inner + "}" if pairs else ""
+
+
+def _number(value: object) -> str:
+    """Return a sample value: integers exactly, floats as Python writes them."""
+    return str(value) if isinstance(value, int) else repr(float(str(value)))
+
+
+def prometheus_text(snapshot: Mapping[str, Any], labels: Mapping[str, str]) -> str:
+    """Return a snapshot in Prometheus' text exposition format (0.0.4), every sample carrying
+    ``labels`` (a mount's ``mountpoint``), for node_exporter's textfile collector.
+
+    Counters end in ``_total``; each FUSE operation's latencies are one histogram,
+    ``refmount_operation_latency_seconds``, with cumulative buckets at ``EXPORT_BOUNDS_US``
+    plus ``+Inf``, ``_sum`` and ``_count``. A bucket counts the latencies below its bound.
+    """
+    lines: list[str] = []
+
+    def family(name: str, kind: str, help_text: str) -> None:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+
+    def sample(name: str, value: float, extra: Mapping[str, str] | None = None) -> None:
+        lines.append(f"{name}{_labels({**labels, **(extra or {})})} {_number(value)}")
+
+    family("refmount_info", "gauge", "the mount's reference set and daemon")
+    info = {"source": str(snapshot.get("source", "")), "pid": str(snapshot.get("pid", ""))}
+    sample("refmount_info", 1, info)
+    for name, field, help_text in _PROMETHEUS_GAUGES:
+        family(f"refmount_{name}", "gauge", help_text)
+        sample(f"refmount_{name}", snapshot.get(field, 0))
+    for name, field, help_text in _PROMETHEUS_COUNTERS:
+        family(f"refmount_{name}_total", "counter", help_text)
+        sample(f"refmount_{name}_total", snapshot.get(field, 0))
+    operations: Mapping[str, Mapping[str, Any]] = snapshot.get("operations", {})
+    family("refmount_operations_total", "counter", "FUSE requests answered, by operation")
+    for operation, figures in operations.items():
+        sample("refmount_operations_total", figures["count"], {"operation": operation})
+    family("refmount_operation_errors_total", "counter", "FUSE requests failed, by errno")
+    for operation, figures in operations.items():
+        for code, count in figures.get("errnos", {}).items():
+            sample(
+                "refmount_operation_errors_total", count, {"operation": operation, "errno": code}
+            )
+    name = "refmount_operation_latency_seconds"
+    family(name, "histogram", "time to answer a FUSE request, by operation")
+    for operation, figures in operations.items():
+        below: Mapping[str, int] = figures.get("below_us", {})
+        for bound, count in below.items():
+            le = _number(int(bound) / 1_000_000)
+            sample(f"{name}_bucket", count, {"operation": operation, "le": le})
+        sample(f"{name}_bucket", figures["count"], {"operation": operation, "le": "+Inf"})
+        sample(f"{name}_sum", int(figures.get("sum_us", 0)) / 1_000_000, {"operation": operation})
+        sample(f"{name}_count", figures["count"], {"operation": operation})
+    return "\n".join(lines) + "\n"

@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any, BinaryIO, TypeVar, cast
 from urllib.parse import urlsplit
 
 import fsspec
@@ -841,3 +841,65 @@ class FsspecSource:
             if hasattr(value, "timestamp"):
                 return float(value.timestamp())
         return None
+
+
+STDIN_NAME = "<stdin>"
+"""How messages name a reference document read from standard input."""
+
+
+class StreamSource:
+    """A ``ReferenceSource`` read once from a stream: a JSON document with no file behind it
+    (REFS ``-``, standard input; the Python API hands an in-memory set over this way, so no
+    temporary file anyone else could read exists).
+
+    It has no directory, so relative targets need ``base`` (an empty base refuses them), and
+    no modification time, so the mount's time is used.
+    """
+
+    def __init__(
+        self, stream: BinaryIO, base: str | None = None, max_size: int | None = None
+    ) -> None:
+        self._data = _read_stream(stream, max_size)
+        self._base = base or ""
+
+    @property
+    def url(self) -> str:
+        """Return the name messages use."""
+        return STDIN_NAME
+
+    @property
+    def base_url(self) -> str:
+        """Return ``base``, or ``""`` when none was given."""
+        return self._base
+
+    def is_directory(self) -> bool:
+        """Return False: a stream holds one document, never a Parquet directory."""
+        return False
+
+    def names(self, relative: str = "") -> list[str] | None:
+        """Return None: a stream has no directory to list."""
+        return None
+
+    def read(self, relative: str = "") -> bytes:
+        """Return the document; nothing lies below it."""
+        if relative:
+            raise FileNotFoundError(relative)
+        return self._data
+
+    def mtime(self) -> float | None:
+        """Return None: a stream has no modification time."""
+        return None
+
+
+def _read_stream(stream: BinaryIO, cap: int | None) -> bytes:
+    """Return what ``stream`` holds, read in pieces; raise once it passes ``cap`` bytes."""
+    pieces: list[bytes] = []
+    total = 0
+    while True:
+        piece = stream.read(SOURCE_PIECE)
+        if not piece:
+            return b"".join(pieces)
+        pieces.append(piece)
+        total += len(piece)
+        if cap is not None and total > cap:
+            raise too_large(STDIN_NAME, cap)

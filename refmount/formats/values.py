@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from refmount.errors import ReferenceFormatError
 from refmount.formats.options import LoadOptions
 from refmount.model import Inline, Range, Reference, Whole
-from refmount.urls import resolve
+from refmount.urls import protocol_of, resolve
 
 BASE64_PREFIX = "base64:"
 
@@ -462,7 +462,7 @@ class ValueParser:
             return known
         if not text:
             raise self.error(key, "empty URL")
-        resolved = sys.intern(resolve(text, self._base_url, self._remote_protocol))
+        resolved = sys.intern(self._resolve(key, text))
         self._rendered[text] = resolved
         return resolved
 
@@ -496,6 +496,18 @@ class ValueParser:
                 raise self.error(key, f"the URL {raw!r} renders as an empty string")
         elif not text:
             raise self.error(key, "empty URL (only null means --target)")
-        resolved = sys.intern(resolve(text, self._base_url, self._remote_protocol))
+        resolved = sys.intern(self._resolve(key, text))
         self._urls[raw] = resolved
+        return resolved
+
+    def _resolve(self, key: str, text: str) -> str:
+        """Resolve ``text`` against the base; a set with no directory (an empty base, as for
+        a document read from standard input without ``--base``) refuses relative paths."""
+        resolved = resolve(text, self._base_url, self._remote_protocol)
+        if not self._base_url and protocol_of(resolved) is None and not resolved.startswith("/"):
+            raise self.error(
+                key,
+                f"relative target path {text!r}, and the set has no directory to resolve it "
+                "against (give --base, or base= from Python)",
+            )
         return resolved

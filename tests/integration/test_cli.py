@@ -45,6 +45,32 @@ def test_background_mount_answers_as_soon_as_the_command_returns(
     wait_until_unmounted(mount_dir)
 
 
+def test_refs_from_standard_input_in_the_background(tmp_path: Path, mount_dir: Path) -> None:
+    dataset = json_v0(tmp_path / "v0")
+    base = str(dataset.refs.parent)
+    document = dataset.refs.read_bytes()
+    result = subprocess.run(
+        refmount_command("--base", base, "-", str(mount_dir)),
+        input=document,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    try:
+        assert result.returncode == 0, result.stderr
+        assert (mount_dir / "text").read_bytes() == dataset.expected["text"]
+        assert (mount_dir / "whole").read_bytes() == dataset.expected["whole"]
+    finally:
+        unmount(mount_dir)
+    wait_until_unmounted(mount_dir)
+    refused = subprocess.run(
+        refmount_command("-", str(mount_dir)), input=document, capture_output=True, check=False
+    )
+    assert refused.returncode == 2
+    assert b"relative target path" in refused.stderr.splitlines()[-1]
+    assert not is_mounted(mount_dir)
+
+
 def test_sigterm_and_sigint_unmount_cleanly(tmp_path: Path) -> None:
     dataset = json_v0(tmp_path / "v0")
     for signum in (signal.SIGTERM, signal.SIGINT):

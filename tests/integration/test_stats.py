@@ -68,3 +68,23 @@ def test_stats_refuses_what_is_not_a_refmount_mount(tmp_path: Path) -> None:
         inside = run("stats", str(mount.path / "x"))
         assert inside.returncode == 1
         assert "not a mountpoint" in inside.stderr
+
+
+def test_stats_in_prometheus_format_for_the_textfile_collector(tmp_path: Path) -> None:
+    parser = pytest.importorskip("prometheus_client.parser")
+    dataset = json_v0(tmp_path / "v0")
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        assert (mount.path / "whole").read_bytes() == dataset.expected["whole"]
+        result = run("stats", "--format", "prometheus", str(mount.path))
+        assert result.returncode == 0, result.stderr
+        families = {f.name: f for f in parser.text_string_to_metric_families(result.stdout)}
+        assert families["refmount_reads"].samples[0].value >= 1
+        assert families["refmount_reads"].samples[0].labels["mountpoint"] == str(mount.path)
+        latency = families["refmount_operation_latency_seconds"]
+        reads = [s for s in latency.samples if s.labels["operation"] == "read"]
+        count = next(s.value for s in reads if s.name.endswith("_count"))
+        infinite = next(s.value for s in reads if s.labels.get("le") == "+Inf")
+        assert count == infinite >= 1
+        assert run("stats", "--format", "json", str(mount.path)).returncode == 0
+    refused = run("stats", "--format", "xml", str(tmp_path))
+    assert refused.returncode == 2

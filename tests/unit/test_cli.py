@@ -131,7 +131,7 @@ def test_bad_retries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_help_mentions_the_subcommands() -> None:
     text = build_parser().format_help()
     assert "refmount check [options] REFS" in text
-    assert "refmount stats [--json] MOUNTPOINT" in text
+    assert "refmount stats [--format {text,json,prometheus}] MOUNTPOINT" in text
     assert "refmount -- check" in text
 
 
@@ -471,3 +471,25 @@ def test_decode_is_a_flag_and_a_mount_option(tmp_path: Path, argv: list[str]) ->
     config, _ = parse_args([*argv, "refs.json", str(tmp_path)])
     assert config.decode
     assert "decode" not in config.fuse_options
+
+
+# ---------------------------------------------------------------------- REFS - and --base
+
+
+def test_refs_dash_is_standard_input_and_base_is_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config, _ = parse_args(["--base", "data", "-", str(tmp_path)])
+    assert config.refs == "-"
+    assert config.base == str(tmp_path / "data")
+    config, _ = parse_args(["--base", "s3://bucket/dir", "-", str(tmp_path)])
+    assert config.base == "s3://bucket/dir"
+
+
+def test_base_applies_only_to_standard_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--base", "/data", "refs.json", str(tmp_path)])
+    assert "--base applies only to REFS -" in capsys.readouterr().err

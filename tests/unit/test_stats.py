@@ -11,6 +11,7 @@ import pytest
 from refmount.reader import ReaderStatistics
 from refmount.stats import (
     BUCKETS,
+    EXPORT_BOUNDS_US,
     LatencyHistogram,
     Statistics,
     bucket_bounds,
@@ -19,6 +20,7 @@ from refmount.stats import (
     format_snapshot,
     human_bytes,
     human_duration,
+    prometheus_text,
 )
 
 READER = ReaderStatistics(
@@ -157,3 +159,79 @@ def test_human_units() -> None:
     assert human_duration(5.25) == "5.2 s"
     assert human_duration(3725) == "01:02:05"
     assert human_duration(2 * 86400 + 61) == "2d 00:01:01"
+
+
+# ------------------------------------------------------------------ Prometheus
+
+
+def test_export_bounds_are_bucket_edges_so_counts_below_them_are_exact() -> None:
+    edges = {bucket_bounds(bucket)[0] for bucket in range(BUCKETS)}
+    assert set(EXPORT_BOUNDS_US) <= edges
+    histogram = LatencyHistogram()
+    values = [random.Random(7).randrange(0, 10**8) for _ in range(2000)] + [15, 16, 63, 64]
+    for micros in values:
+        histogram.record(micros)
+    below = histogram.below(EXPORT_BOUNDS_US)
+    assert below == [sum(value < bound for value in values) for bound in EXPORT_BOUNDS_US]
+
+
+def _prometheus_snapshot() -> dict[str, object]:
+    statistics = Statistics()
+    for micros in (3, 40, 40, 900, 70_000, 2_000_000):
+        statistics.record("read", micros * 1000)
+    statistics.record("lookup", 20_000, errno.ENOENT)
+    statistics.record("lookup", 5_000)
+    snapshot = statistics.snapshot(READER, open_files=2, source='s3://b/"refs".json')
+    decoded: dict[str, object] = json.loads(encode_snapshot(snapshot))  # as the command reads it
+    return decoded
+
+
+def test_prometheus_text_parses_with_counters_and_histograms() -> None:
+    parser = pytest.importorskip("prometheus_client.parser")
+    labels = {"mountpoint": '/mnt/da\\ta "x"'}
+    text = prometheus_text(_prometheus_snapshot(), labels)
+    families = {family.name: family for family in parser.text_string_to_metric_families(text)}
+    assert families["refmount_reads"].type == "counter"
+    assert families["refmount_bytes_served"].samples[0].value == 12345
+    assert families["refmount_fetch_errors"].samples[0].value == 2
+    assert families["refmount_cached_bytes"].type == "gauge"
+    assert families["refmount_open_files"].samples[0].value == 2
+    info = families["refmount_info"].samples[0]
+    assert info.labels["source"] == 's3://b/"refs".json'
+    operations = {s.labels["operation"]: s.value for s in families["refmount_operations"].samples}
+    assert operations == {"lookup": 2, "read": 6}
+    errors = families["refmount_operation_errors"].samples
+    assert [(s.labels["operation"], s.labels["errno"], s.value) for s in errors] == [
+        ("lookup", "ENOENT", 1)
+    ]
+    latency = families["refmount_operation_latency_seconds"]
+    assert latency.type == "histogram"
+    read = [s for s in latency.samples if s.labels["operation"] == "read"]
+    buckets = {s.labels["le"]: s.value for s in read if s.name.endswith("_bucket")}
+    assert len(buckets) == len(EXPORT_BOUNDS_US) + 1
+    assert buckets["1.6e-05"] == 1  # 3 µs
+    assert buckets["6.4e-05"] == 3  # and the two of 40 µs
+    assert buckets["0.001024"] == 4
+    assert buckets["0.065536"] == 4  # 70 ms is above 65.5 ms
+    assert buckets["0.262144"] == 5
+    assert buckets["+Inf"] == 6
+    values = list(buckets.values())
+    assert values == sorted(values)
+    count = next(s.value for s in read if s.name.endswith("_count"))
+    total = next(s.value for s in read if s.name.endswith("_sum"))
+    assert count == 6
+    assert total == pytest.approx((3 + 40 + 40 + 900 + 70_000 + 2_000_000) / 1e6)
+    for family in families.values():
+        for sample in family.samples:
+            assert sample.labels["mountpoint"] == '/mnt/da\\ta "x"'
+
+
+def test_prometheus_text_of_a_mount_with_no_requests_yet() -> None:
+    parser = pytest.importorskip("prometheus_client.parser")
+    snapshot = json.loads(
+        encode_snapshot(Statistics().snapshot(READER, open_files=0, source="refs.json"))
+    )
+    text = prometheus_text(snapshot, {"mountpoint": "/mnt"})
+    assert text.endswith("\n")
+    names = {family.name for family in parser.text_string_to_metric_families(text)}
+    assert {"refmount_reads", "refmount_operation_latency_seconds"} <= names

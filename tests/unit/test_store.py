@@ -678,3 +678,33 @@ def test_reference_source_reads_at_most_its_cap(tmp_path: Path) -> None:
     assert "is more than 999 bytes" in caught.value.problem
     with pytest.raises(FileNotFoundError):
         FsspecSource(str(tmp_path / "absent.json"), max_size=10).read()
+
+
+# ---------------------------------------------------------------------- a document on stdin
+
+
+def test_stream_source_holds_one_document_with_no_directory_or_mtime() -> None:
+    import io
+
+    from refmount.store import STDIN_NAME, StreamSource
+
+    source = StreamSource(io.BytesIO(b'{"a": "b"}' * 10), base="/data", max_size=1000)
+    assert source.url == STDIN_NAME
+    assert source.base_url == "/data"
+    assert source.read() == b'{"a": "b"}' * 10
+    assert not source.is_directory()
+    assert source.names() is None
+    assert source.mtime() is None
+    with pytest.raises(FileNotFoundError):
+        source.read("refs.0.parq")
+    assert StreamSource(io.BytesIO(b"{}")).base_url == ""
+
+
+def test_stream_source_stops_reading_past_the_cap() -> None:
+    import io
+
+    from refmount.errors import ReferenceFormatError
+    from refmount.store import StreamSource
+
+    with pytest.raises(ReferenceFormatError, match="more than 100 bytes"):
+        StreamSource(io.BytesIO(b" " * 101), max_size=100)

@@ -413,3 +413,18 @@ def test_binary_search_over_sorted_and_unsorted_keys(sorted_keys: bool) -> None:
         assert compact.get(key) == Range("/t", index, 1)
     assert compact.get("d/1000") is None
     assert compact.get("d/") is None
+
+
+def test_a_set_with_no_directory_refuses_relative_targets_only() -> None:
+    parser = ValueParser("<stdin>", "", LoadOptions())
+    for relative in ("data.bin", "./sub/data.bin", "file://data.bin"):
+        with pytest.raises(ReferenceFormatError, match="relative target path") as caught:
+            parser.parse("k", [relative, 0, 1])
+        assert str(caught.value).startswith("<stdin>: key 'k': ")
+        assert "--base" in str(caught.value)
+    assert parser.parse("a", ["/abs/data.bin", 0, 1]) == Range("/abs/data.bin", 0, 1)
+    assert parser.parse("s", ["s3://b/k"]) == Whole("s3://b/k")
+    remote = ValueParser("<stdin>", "", LoadOptions(remote_protocol="s3"))
+    assert remote.parse("r", ["b/k", 0, 1]) == Range("s3://b/k", 0, 1)
+    based = ValueParser("<stdin>", "https://host/dir", LoadOptions())
+    assert based.parse("b", ["data.bin"]) == Whole("https://host/dir/data.bin")
