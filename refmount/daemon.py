@@ -291,8 +291,9 @@ def mount_and_serve(
     """Mount, call ``on_ready`` once the mount answers, serve until unmounted or signalled.
 
     Under a service manager (``$NOTIFY_SOCKET``) readiness is also reported as ``READY=1``,
-    and the start of the unmount as ``STOPPING=1``. With ``tuning`` (``-o tune_kernel``), the
-    connection's sysfs knobs are set once the mount answers, before readiness is reported.
+    and the start of the unmount as ``STOPPING=1``. With ``tuning`` (the default; none with
+    ``-o no_tune_kernel``), the connection's sysfs knobs are set once the mount answers,
+    before readiness is reported.
     """
     roots = LocalRoots(config.local_roots) if config.shared else None
     store = Store(
@@ -361,17 +362,30 @@ def prepare_targets(store: Store, references: ReferenceSet, most: int = PREPARE_
 def tune_kernel(
     mountpoint: Path, device: int, tuning: kernel.KernelTuning, sysfs: Path = kernel.SYSFS
 ) -> None:
-    """Apply ``tuning`` to the connection of the mount ``device``; warn once if it cannot.
+    """Apply ``tuning`` to the connection of the mount ``device``, mounting fusectl first
+    when it is missing; one log line if it cannot.
 
-    Blocking file operations on sysfs (never on the mount itself): call it from a thread.
+    Without root it does nothing: silently by default, with one warning when the command
+    line asked for it (``tuning.asked``). Blocking file operations on sysfs (never on the
+    mount itself): call it from a thread.
     """
     if os.geteuid() != 0:
-        log.warning("-o tune_kernel needs root; keeping the kernel's defaults for %s", mountpoint)
+        if tuning.asked:
+            log.warning(
+                "-o tune_kernel needs root; keeping the kernel's defaults for %s", mountpoint
+            )
+        else:
+            log.debug("not root: keeping the kernel's defaults for %s", mountpoint)
         return
     try:
+        if kernel.ensure_fusectl(sysfs):
+            log.info("mounted fusectl on %s", sysfs / "fs" / "fuse" / "connections")
         knobs = kernel.tune_connection(device, tuning, sysfs)
     except (kernel.TuningError, OSError) as error:
-        log.warning("cannot tune the kernel for %s (keeping its defaults): %s", mountpoint, error)
+        level = logging.WARNING if tuning.asked else logging.INFO
+        log.log(
+            level, "cannot tune the kernel for %s (keeping its defaults): %s", mountpoint, error
+        )
         return
     log.info("kernel tuning for %s: %s", mountpoint, kernel.describe(knobs))
 
