@@ -363,31 +363,28 @@ def tune_kernel(
     mountpoint: Path, device: int, tuning: kernel.KernelTuning, sysfs: Path = kernel.SYSFS
 ) -> None:
     """Apply ``tuning`` to the connection of the mount ``device``, mounting fusectl first
-    when it is missing; one log line if it cannot.
+    when it is missing; one log line says what was done or why not.
 
-    Without root it does nothing: silently by default, with one warning when the command
-    line asked for it (``tuning.asked``). Blocking file operations on sysfs (never on the
-    mount itself): call it from a thread.
+    The default tuning logs at debug level and does nothing without root; asked for
+    (``tuning.asked``), it logs at info level, and a failure or missing root is a warning.
+    Blocking file operations on sysfs (never on the mount itself): call it from a thread.
     """
+    done, failed = (logging.INFO, logging.WARNING) if tuning.asked else (logging.DEBUG,) * 2
     if os.geteuid() != 0:
-        if tuning.asked:
-            log.warning(
-                "-o tune_kernel needs root; keeping the kernel's defaults for %s", mountpoint
-            )
-        else:
-            log.debug("not root: keeping the kernel's defaults for %s", mountpoint)
+        log.log(
+            failed, "-o tune_kernel needs root; keeping the kernel's defaults for %s", mountpoint
+        )
         return
     try:
         if kernel.ensure_fusectl(sysfs):
-            log.info("mounted fusectl on %s", sysfs / "fs" / "fuse" / "connections")
+            log.log(done, "mounted fusectl on %s", sysfs / "fs" / "fuse" / "connections")
         knobs = kernel.tune_connection(device, tuning, sysfs)
     except (kernel.TuningError, OSError) as error:
-        level = logging.WARNING if tuning.asked else logging.INFO
         log.log(
-            level, "cannot tune the kernel for %s (keeping its defaults): %s", mountpoint, error
+            failed, "cannot tune the kernel for %s (keeping its defaults): %s", mountpoint, error
         )
         return
-    log.info("kernel tuning for %s: %s", mountpoint, kernel.describe(knobs))
+    log.log(done, "kernel tuning for %s: %s", mountpoint, kernel.describe(knobs))
 
 
 async def _serve(

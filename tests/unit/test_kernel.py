@@ -89,18 +89,23 @@ def test_garbage_in_a_knob_is_a_tuning_error(tmp_path: Path) -> None:
         tune_connection(DEVICE, KernelTuning(), tmp_path)
 
 
+@pytest.mark.parametrize(("asked", "level"), [(True, logging.INFO), (False, logging.DEBUG)])
 def test_daemon_logs_the_values_in_effect(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    asked: bool,
+    level: int,
 ) -> None:
     fake_sysfs(tmp_path)
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    with caplog.at_level(logging.INFO, logger="refmount.daemon"):
-        daemon.tune_kernel(Path("/mnt/x"), DEVICE, KernelTuning(), tmp_path)
-    assert [record.levelno for record in caplog.records] == [logging.INFO]
+    with caplog.at_level(logging.DEBUG, logger="refmount.daemon"):
+        daemon.tune_kernel(Path("/mnt/x"), DEVICE, KernelTuning(asked=asked), tmp_path)
+    assert [record.levelno for record in caplog.records] == [level]
     assert "read_ahead_kb 128 → 16384" in caplog.text
 
 
-@pytest.mark.parametrize(("asked", "level"), [(True, logging.WARNING), (False, logging.INFO)])
+@pytest.mark.parametrize(("asked", "level"), [(True, logging.WARNING), (False, logging.DEBUG)])
 def test_daemon_logs_once_when_sysfs_lacks_the_connection(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
@@ -109,7 +114,7 @@ def test_daemon_logs_once_when_sysfs_lacks_the_connection(
     level: int,
 ) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    with caplog.at_level(logging.INFO, logger="refmount.daemon"):
+    with caplog.at_level(logging.DEBUG, logger="refmount.daemon"):
         daemon.tune_kernel(Path("/mnt/x"), DEVICE, KernelTuning(asked=asked), tmp_path)
     assert [record.levelno for record in caplog.records] == [level]
     assert "keeping its defaults" in caplog.text
@@ -132,9 +137,9 @@ def test_the_default_tuning_is_silent_without_root(
 ) -> None:
     paths = fake_sysfs(tmp_path)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    with caplog.at_level(logging.INFO, logger="refmount.daemon"):
+    with caplog.at_level(logging.DEBUG, logger="refmount.daemon"):
         daemon.tune_kernel(Path("/mnt/x"), DEVICE, KernelTuning(), tmp_path)
-    assert caplog.records == []
+    assert [record.levelno for record in caplog.records] == [logging.DEBUG]
     assert paths["read_ahead_kb"].read_text() == "128\n"
 
 
