@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 from refmount import __version__
 from refmount.config import (
     DAY,
+    FETCHERS,
     KIB,
     MountConfig,
     ReadConfig,
@@ -86,7 +87,8 @@ given the same way, which is what /etc/fstab needs:
   cache_size=SIZE  remote_protocol=P  remote_options=JSON  target_options=JSON
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
-  uid=N  gid=N  umask=MASK  no_pin  no_tune_kernel  tune_read_ahead=SIZE  xattr  nonempty
+  uid=N  gid=N  umask=MASK  no_pin  fetcher=ENGINE  no_tune_kernel  tune_read_ahead=SIZE
+  xattr  nonempty
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
 default_permissions is always on: the kernel enforces the modes (0444 files, 0555
@@ -213,6 +215,13 @@ def build_parser() -> argparse.ArgumentParser:
         "while mounted may then mix two versions)",
     )
     parser.add_argument(
+        "--fetcher",
+        metavar="ENGINE",
+        help="auto (default): S3, HTTP(S), GCS and Azure targets are read through obstore "
+        "where their options map onto it, everything else through fsspec; fsspec: "
+        "everything through fsspec",
+    )
+    parser.add_argument(
         "--no-tune-kernel",
         action="store_true",
         help="keep the kernel's readahead and background request limits; by default, as "
@@ -299,6 +308,7 @@ _OWN_OPTIONS = frozenset(
         "gid",
         "umask",
         "no_pin",
+        "fetcher",
         "no_tune_kernel",
         "tune_kernel",
         "tune_read_ahead",
@@ -404,11 +414,20 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             xattrs=bool(args.xattr),
             nonempty=bool(args.nonempty),
             max_refs_size=_max_refs_size(args.max_refs_size),
+            fetcher=_fetcher(args.fetcher),
         )
         args.kernel_tuning = kernel_tuning(args)
     except ValueError as error:
         _usage_error(str(error))
     return config, args
+
+
+def _fetcher(name: str | None) -> str:
+    if name is None:
+        return "auto"
+    if name not in FETCHERS:
+        raise ValueError(f"fetcher must be one of {', '.join(FETCHERS)}, not {name!r}")
+    return name
 
 
 def _usage_error(message: str) -> NoReturn:

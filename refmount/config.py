@@ -138,6 +138,12 @@ SHARING_FUSE_OPTIONS = frozenset({"allow_other", "allow_root"})
 """FUSE options that let users other than the one who mounted read the tree."""
 
 
+FETCHERS = ("auto", "fsspec")
+"""``--fetcher``: ``auto`` reads S3, HTTP(S), GCS and Azure through obstore where the URL's
+options map onto it and everything else through fsspec; ``fsspec`` reads everything through
+fsspec."""
+
+
 @dataclass(frozen=True, slots=True)
 class MountConfig:
     """Everything the daemon needs to mount one reference set.
@@ -146,7 +152,7 @@ class MountConfig:
     ``shared``; ``uid``, ``gid`` and ``umask`` (None: the mounting user, no mask) shape every
     node's attributes; ``pin_versions`` pins each target's ETag or mtime at first use;
     ``xattrs`` serves the ``user.refmount.*`` extended attributes; ``nonempty`` allows a
-    mountpoint that has entries (the mount hides them).
+    mountpoint that has entries (the mount hides them); ``fetcher`` is one of ``FETCHERS``.
     """
 
     refs: str
@@ -172,6 +178,7 @@ class MountConfig:
     nonempty: bool = False
     max_refs_size: int | None = None
     """The cap on the reference file's raw and inflated size (None: ``default_max_refs_size``)."""
+    fetcher: str = "auto"
 
     @property
     def shared(self) -> bool:

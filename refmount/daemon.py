@@ -301,6 +301,7 @@ def mount_and_serve(
         connections_per_host=config.retry.connections_per_host,
         local_roots=roots,
         pin=config.pin_versions,
+        fetcher=config.fetcher,
     )
     reader = Reader(store, config.read, config.retry)
     filesystem = RefFilesystem(

@@ -54,7 +54,7 @@ FAILED_RANGES = 256
 class Target(Protocol):
     """What the reader needs from a store (``refmount.store.Store`` or a test fake)."""
 
-    async def read_range(self, url: str, start: int, end: int) -> bytes:
+    async def read_range(self, url: str, start: int, end: int) -> bytes | memoryview:
         """Return bytes ``[start, end)`` of ``url``, fewer if the target is shorter."""
         ...
 
@@ -587,7 +587,7 @@ class Reader:
         what: str = "read failed",
         *,
         remember: bool = True,
-    ) -> bytes:
+    ) -> Data:
         """Fetch ``[start, end)`` of ``url`` with retries; nothing cached, nothing shared.
 
         With ``remember`` (reads, not prefetches), a range inside one that failed less than
@@ -608,7 +608,7 @@ class Reader:
                 self._failures.remember(url, start, end, error)
             raise
 
-    async def _checked_range(self, key: str, url: str, start: int, end: int) -> bytes:
+    async def _checked_range(self, key: str, url: str, start: int, end: int) -> Data:
         """Fetch ``[start, end)`` and insist on exactly that many bytes."""
         data = await self._target.read_range(url, start, end)
         self._fetch_count += 1

@@ -38,7 +38,9 @@ import fsspec.core
 import trio
 from fsspec.implementations.local import LocalFileSystem
 
+from refmount.config import FETCHERS
 from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError, too_large
+from refmount.fetch_obstore import ObstoreEngine, Plan, PreconditionFailed, RangeIgnored
 from refmount.local_files import LocalFiles
 from refmount.urls import directory_of, protocol_of
 from refmount.versions import Pin
@@ -73,6 +75,9 @@ PIN_RECHECK_SECONDS = 5.0
 how old a confirmation may be before a read asks the target for its version again."""
 
 PRECONDITION_FAILED = 412
+
+Data = bytes | memoryview
+"""What a range read returns: obstore's buffers are handed on as views, never copied."""
 
 
 class StorageOptions:
@@ -299,8 +304,15 @@ class Store:
         pin: bool = False,
         recheck_after: float = PIN_RECHECK_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        fetcher: str = "auto",
+        obstore_engine: ObstoreEngine | None = None,
     ) -> None:
+        if fetcher not in FETCHERS:
+            raise ValueError(f"fetcher must be one of {', '.join(FETCHERS)}, not {fetcher!r}")
         self._options = options or StorageOptions()
+        self._obstore = (obstore_engine or ObstoreEngine()) if fetcher == "auto" else None
+        self._plans: dict[str, Plan | None] = {}
+        """URL → how obstore reads it (None: fsspec does), decided at the URL's first use."""
         self._filesystems: dict[tuple[str, str | None], FileSystem] = {}
         self._lock = threading.Lock()
         self._threads = trio.CapacityLimiter(threads)
@@ -358,6 +370,8 @@ class Store:
         A URL whose filesystem cannot be created is left for its first read to report.
         """
         for url in urls:
+            if self._obstore_plan(url) is not None:
+                continue
             key = self._filesystem_key(url)
             if key not in self._filesystems:
                 try:
@@ -365,12 +379,33 @@ class Store:
                 except Exception as error:  # noqa: BLE001 - the read that needs it will say
                     log.debug("cannot prepare a filesystem for %s yet: %s", url, error)
 
+    def engine_of(self, url: str) -> str:
+        """Return the name of the engine that serves ``url``: ``obstore`` or ``fsspec``."""
+        return "fsspec" if self._obstore_plan(url) is None else "obstore"
+
+    def _obstore_plan(self, url: str) -> Plan | None:
+        """Return how obstore reads ``url``, or None when fsspec does (decided once)."""
+        if url in self._plans:
+            return self._plans[url]
+        plan = None
+        if self._obstore is not None:
+            plan = self._obstore.plan(url, self._options.for_target(url))
+        self._plans[url] = plan
+        return plan
+
     def pinned(self, url: str) -> Pin | None:
         """Return the version pinned for ``url``, if it has been used."""
         return self._pins.get(url)
 
-    async def read_range(self, url: str, start: int, end: int) -> bytes:
+    async def read_range(self, url: str, start: int, end: int) -> Data:
         """Return bytes ``[start, end)`` of ``url`` (fewer if the target is shorter)."""
+        plan = self._obstore_plan(url)
+        if plan is not None:
+            try:
+                return await self._read_obstore(url, plan, start, end)
+            except RangeIgnored as error:
+                self._plans[url] = None
+                log.info("%s: %s; reading it through fsspec from now on", url, error.problem)
         fs, path = await self._resolve(url)
         if _is_plain_local(url):
             return await self._read_local(url, fs, path, start, end)
@@ -387,6 +422,18 @@ class Store:
 
     async def size(self, url: str) -> int:
         """Return the size in bytes of the whole target ``url`` (its pinned size, if pinned)."""
+        plan = self._obstore_plan(url)
+        if plan is not None:
+            size: object = (await self._current_version(url, None, url)).size
+            if self._pin:
+                size = (await self._pinned(url, None, url)).size
+        else:
+            size = await self._fsspec_size(url)
+        if not isinstance(size, int):
+            raise RemoteError(url, "the target does not report its size")
+        return size
+
+    async def _fsspec_size(self, url: str) -> object:
         fs, path = await self._resolve(url)
         if self._pin:
             size: object = (await self._pinned(url, fs, path)).size
@@ -394,9 +441,36 @@ class Store:
             size = (await self._in_thread(url, lambda: os.stat(path))).st_size
         else:
             size = (await self._info(url, fs, path)).get("size")
-        if not isinstance(size, int):
-            raise RemoteError(url, "the target does not report its size")
         return size
+
+    async def _read_obstore(self, url: str, plan: Plan, start: int, end: int) -> Data:
+        """Read ``[start, end)`` through obstore on fsspec's loop (``fetch_obstore``).
+
+        Pinned, the read carries the version (``If-Match``, else ``If-Unmodified-Since``);
+        a 412 becomes ``RemoteChangedError``. A pin that no header can carry (a weak ETag)
+        is checked again once it is old, as on fsspec.
+        """
+        if end <= start:
+            return b""
+        pin = await self._pinned(url, None, url) if self._pin else None
+        condition = pin.http_condition() if pin is not None else {}
+        engine = self._obstore
+        assert engine is not None
+        try:
+            data = await self._on_fsspec_loop(
+                url, lambda: engine.read(url, plan, start, end, condition)
+            )
+        except RemoteError as error:
+            if pin is None or not isinstance(error.__cause__, PreconditionFailed):
+                raise
+            try:
+                now = (await self._current_version(url, None, url)).describe()
+            except RemoteError:
+                now = "another version (HTTP 412)"
+            raise RemoteChangedError(url, pin.describe(), now) from None
+        if pin is not None and not condition:
+            await self._recheck(url, None, url, pin)
+        return data
 
     async def _resolve(self, url: str) -> tuple[FileSystem, str]:
         key = self._filesystem_key(url)
@@ -439,6 +513,12 @@ class Store:
             done.set()
 
     async def _current_version(self, url: str, fs: FileSystem, path: str) -> Pin:
+        plan = self._obstore_plan(url)
+        if plan is not None:
+            engine = self._obstore
+            assert engine is not None
+            info = await self._on_fsspec_loop(url, lambda: engine.head(url, plan))
+            return Pin.from_info(info, self._clock())
         if _is_plain_local(url):
             status = await self._in_thread(url, lambda: os.stat(path))
             return Pin.from_stat(status, self._clock())
