@@ -71,6 +71,12 @@ S3_CLIENT_KEYS = frozenset({"endpoint_url", "region_name"})
 STATUS = re.compile(r"\b(?:status(?: code)?:?|HTTP status)\s*([1-5]\d\d)\b", re.IGNORECASE)
 """Where an obstore error's text names an HTTP status."""
 
+CAUSE = re.compile(
+    r'message: "([^"]*)"|\b(Incomplete\w+|Connection\w+|TimedOut|UnexpectedEof|BrokenPipe)\b'
+)
+"""The innermost cause in obstore's debug text (``Connection reset by peer``,
+``IncompleteMessage``): its first line says only "error sending request"."""
+
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 509, 598, 599})
 
 ENGINE_NAME = "obstore"
@@ -293,7 +299,13 @@ def _new_store(plan: Plan) -> Any:
 def classify(url: str, error: BaseException, expected: int | None) -> Exception:
     """Return the error that stands for obstore's ``error`` (a ``RemoteError``, or
     ``PreconditionFailed`` / ``FileNotFoundError`` for the store to word)."""
-    text = str(error).split("\n\nDebug source:", 1)[0].strip()
+    text, _, debug = str(error).partition("\n\nDebug source:")
+    text = text.strip()
+    causes = CAUSE.findall(debug)
+    if causes:
+        cause = causes[-1][0] or causes[-1][1]
+        if cause not in text:
+            text = f"{text} ({cause})"
     if isinstance(error, obstore.exceptions.PreconditionError):
         return PreconditionFailed(text)
     if isinstance(error, obstore.exceptions.NotFoundError):

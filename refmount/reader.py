@@ -124,6 +124,9 @@ class SingleFlight(Generic[T]):
         """Return ``request()``'s result, or wait for the identical request already running.
 
         With ``share_errors`` False a failure is not handed to the waiters: they try again.
+        A waiter handed the leader's failure raises it as ``RecentFailureError`` (logged at
+        debug level): the leader's read reports it once, however many reads waited on it
+        (a large readahead sends several READs of one file at once).
         """
         while True:
             flight = self._flights.get(key)
@@ -133,7 +136,7 @@ class SingleFlight(Generic[T]):
             if flight.abandoned:
                 continue  # the leader was cancelled; try again ourselves
             if flight.error is not None:
-                raise flight.error
+                raise RecentFailureError(flight.error.key, flight.error)
             assert flight.value is not None
             return flight.value
 

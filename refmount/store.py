@@ -423,10 +423,10 @@ class Store:
     async def size(self, url: str) -> int:
         """Return the size in bytes of the whole target ``url`` (its pinned size, if pinned)."""
         plan = self._obstore_plan(url)
-        if plan is not None:
-            size: object = (await self._current_version(url, None, url)).size
-            if self._pin:
-                size = (await self._pinned(url, None, url)).size
+        if plan is not None and self._pin:
+            size: object = (await self._pinned(url, None, url)).size
+        elif plan is not None:
+            size = (await self._current_version(url, None, url)).size
         else:
             size = await self._fsspec_size(url)
         if not isinstance(size, int):

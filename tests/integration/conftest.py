@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration import mounting
 from tests.servers import (
     AWS_VARIABLES_TO_CLEAR,
     DUMMY_AWS_ENVIRONMENT,
@@ -68,3 +69,12 @@ def fault_proxy(http_server: RangeHTTPServer) -> Iterator[FaultProxy]:
     with FaultProxy(http_server.url, stall_seconds=30.0, seed=20240601) as proxy:
         yield proxy
     assert proxy.errors == []
+
+
+@pytest.fixture(params=["auto", "fsspec"])
+def each_fetcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Mount with ``--fetcher auto`` (obstore for HTTP and S3), then with ``--fetcher fsspec``:
+    a module that uses this fixture runs each of its tests on both engines."""
+    fetcher = str(request.param)
+    monkeypatch.setattr(mounting, "ENGINE_OPTIONS", ("--fetcher", fetcher))
+    return fetcher

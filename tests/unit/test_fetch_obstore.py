@@ -144,3 +144,14 @@ async def test_statuses_through_obstore_are_classified() -> None:
         assert caught.value.retryable is False
         assert "not found" in caught.value.problem.lower()
         assert store.engine_of(server.url_for("missing")) == "obstore"
+
+
+def test_the_innermost_cause_is_named() -> None:
+    debug = '\n\nDebug source:\nGeneric {\n  Os {\n    message: "Connection reset by peer",\n  }\n}'
+    error = obstore.exceptions.GenericError(f"HTTP error: error sending request{debug}")
+    found = classify("https://h/k", error, 100)
+    assert isinstance(found, RemoteError)
+    assert found.problem == (
+        "GenericError: HTTP error: error sending request (Connection reset by peer)"
+    )
+    assert found.retryable is True
