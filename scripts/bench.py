@@ -58,6 +58,7 @@ KIB = 1024
 MIB = 1024 * KIB
 ROOT = Path(__file__).resolve().parent.parent
 FLOOR_SCRIPT = ROOT / "scripts" / "fuse_floor.py"
+C_FLOOR_SOURCE = ROOT / "scripts" / "fuse_floor.c"
 NGINX_TEMPLATE = ROOT / "bench" / "nginx.conf.template"
 S3RVER = ROOT / "bench" / "node" / "node_modules" / ".bin" / "s3rver"
 FUSEPY_DEBIAN = Path("/usr/lib/python3/dist-packages/fusepy.py")
@@ -65,15 +66,17 @@ FUSEPY_DEBIAN = Path("/usr/lib/python3/dist-packages/fusepy.py")
 S3RVER_KEY = "S3RVER"
 """s3rver's fixed dummy access key and secret."""
 SECTIONS = ("local", "http", "s3", "listing", "huge", "json")
-TOOLS = ("refmount", "cat", "fuse", "raw", "floor")
+TOOLS = ("refmount", "cat", "fuse", "raw", "floor", "cfloor", "cfloor_mt")
 TOOL_TITLES = {
     "refmount": "refmount",
     "cat": "fsspec cat",
     "fuse": "fsspec.fuse",
     "raw": "raw",
     "floor": "pyfuse3 floor",
+    "cfloor": "C floor",
+    "cfloor_mt": "C floor (mt)",
 }
-BASELINES = ("cat", "fuse", "raw", "floor")
+BASELINES = ("cat", "fuse", "raw", "floor", "cfloor")
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -569,6 +572,47 @@ def floor_mount(
         yield mount
 
 
+def build_c_floor(workdir: Path) -> Path:
+    """Compile ``scripts/fuse_floor.c`` against libfuse3 (Debian's ``libfuse3-dev``) into
+    ``workdir``; raise ``RuntimeError`` saying why it cannot be built."""
+    binary = workdir / "fuse_floor"
+    if binary.exists():
+        return binary
+    try:
+        flags = subprocess.run(
+            ["pkg-config", "--cflags", "--libs", "fuse3"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        subprocess.run(
+            ["cc", "-O2", "-o", str(binary), str(C_FLOOR_SOURCE), *flags],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as error:
+        detail = getattr(error, "stderr", "") or str(error)
+        raise RuntimeError(f"cannot build the C floor (needs cc, libfuse3-dev): {detail}") from None
+    return binary
+
+
+@contextlib.contextmanager
+def c_floor_mount(
+    workdir: Path, source: Path, threads: str, tuned: bool = False
+) -> Iterator[Mount]:
+    """Mount the C floor (``single``: one thread, as pyfuse3 answers; ``multi``: libfuse's
+    pool) serving ``source``'s 1 MiB chunks as ``big/<i>``; with ``tuned``, the kernel
+    tuning refmount applies as root."""
+    binary = build_c_floor(workdir)
+    mountpoint = fresh_mountpoint(workdir, f"cfloor-{threads}")
+    command = [str(binary), str(source), str(MIB), str(mountpoint), threads]
+    with mount_child(command, mountpoint) as mount:
+        if tuned:
+            kernel.tune_connection(os.stat(mountpoint).st_dev, kernel.KernelTuning())
+        yield mount
+
+
 FSSPEC_FUSE_CHILD = """
 import json, sys
 import fsspec, fsspec.fuse
@@ -947,6 +991,25 @@ def measure_target(
                     record(f"many_4kib_{figure}_files_s", "floor", run.per_second())
 
     attempt("floor", "floor", floor)
+
+    # ---- the C floor: the same chunks from memory through a minimal libfuse3 daemon
+    def c_floor(tool: str, threads: str) -> Callable[[], None]:
+        def measure() -> None:
+            with c_floor_mount(workdir, data.big_file, threads) as mount:
+                first_byte_then_read_twice(mount, tool)
+            with c_floor_mount(workdir, data.big_file, threads) as mount:
+                paths = [mount.path / k for k in big_keys]
+                run = bounded_parallel(paths, read_whole, budget, 8)
+                record("seq_1mib_8_readers_mib_s", tool, run.mib_s())
+            with c_floor_mount(workdir, data.big_file, threads, tuned=True) as mount:
+                paths = [mount.path / k for k in big_keys]
+                run = bounded(paths, read_whole, budget)
+                record("seq_1mib_1_reader_tuned_mib_s", tool, run.mib_s())
+
+        return measure
+
+    attempt("cfloor", "cfloor", c_floor("cfloor", "single"))
+    attempt("cfloor_mt", "cfloor_mt", c_floor("cfloor_mt", "multi"))
 
     # ---- fsspec.fuse (mounted at big/ and many/: it cannot mount a reference set's root)
     def fuse_big() -> None:
@@ -1415,7 +1478,7 @@ def build_rows(figures: dict[str, Any]) -> list[Row]:
             )
         )
         tuned = values("seq_1mib_1_reader_mib_s")
-        for tool in ("refmount", "floor"):
+        for tool in ("refmount", "floor", "cfloor", "cfloor_mt"):
             tuned[tool] = values("seq_1mib_1_reader_tuned_mib_s").get(tool)
         rows.append(
             Row(
@@ -1624,10 +1687,13 @@ def print_table(rows: list[Row], figures: dict[str, Any]) -> None:
         "fsspec.fuse",
         "raw",
         "floor",
+        "C floor",
+        "C floor (mt)",
         "x cat",
         "x fuse",
         "x raw",
         "x floor",
+        "x C floor",
         "goal",
         "met",
     ]
