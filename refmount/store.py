@@ -1,6 +1,12 @@
 """The only fsspec user: target URLs to filesystems, range reads and sizes, version pinning,
 the local-root check, the trio↔asyncio bridge, error classification, and the reference file.
 
+Each remote URL is read by one of two engines, chosen at its first use (``engine_of``):
+obstore (``refmount.fetch_obstore``) for S3, HTTP(S), GCS and Azure URLs whose options map
+onto it, unless the store was made with ``fetcher="fsspec"``; fsspec for everything else,
+and for a URL whose server ignored a range or sent no length (from then on). obstore's
+coroutines run on fsspec's loop through the same bridge, host limits and error handling.
+
 Async filesystems (HTTP, S3 …) run on fsspec's own asyncio loop thread; trio awaits their
 results through ``_wait_for_future`` without a thread per request, at most
 ``connections_per_host`` at a time per host. HTTP(S) and S3 ranges are read as a stream and
