@@ -81,6 +81,10 @@ RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 509, 598, 599})
 
 ENGINE_NAME = "obstore"
 
+GCS_CREDENTIALS = "GOOGLE_APPLICATION_CREDENTIALS"
+"""Where object_store finds GCS credentials; without it (and no ``token: "anon"``) gcsfs,
+which also tries gcloud's cache and falls back to anonymous access, reads the URL."""
+
 
 @dataclass(frozen=True, slots=True)
 class Plan:
@@ -130,6 +134,8 @@ class ObstoreEngine:
         if scheme in ("s3", "s3a"):
             return self._plan_s3(parts.netloc, path, options)
         if scheme in ("gs", "gcs"):
+            if options.get("token") is None and not self._environ.get(GCS_CREDENTIALS):
+                return None  # gcsfs's default chain (gcloud's cache, metadata, anonymous)
             return _plan_gcs(parts.netloc, path, options)
         if scheme in ("az", "abfs", "abfss"):
             return _plan_azure(parts.netloc, path, options)

@@ -89,6 +89,11 @@ def test_gcs_and_azure_plans(tmp_path: Path) -> None:
     gcs = engine(home=tmp_path).plan("gs://bucket/k", {"token": "anon"})
     assert gcs is not None
     assert (gcs.kind, gcs.settings) == ("gcs", (("skip_signature", True),))
+    assert engine(home=tmp_path).plan("gs://bucket/k", {}) is None  # gcsfs's default chain
+    key_file = {"GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "key.json")}
+    with_key = engine(key_file, tmp_path).plan("gs://bucket/k", {})
+    assert with_key is not None
+    assert with_key.settings == ()
     azure = engine(home=tmp_path).plan("az://container/k", {"account_name": "a", "sas_token": "s"})
     assert azure is not None
     assert (azure.kind, azure.root, dict(azure.settings)) == (
