@@ -481,3 +481,30 @@ def test_max_refs_size_by_flag_or_o(tmp_path: Path, capsys: pytest.CaptureFixtur
             parse_args(["--max-refs-size", bad, "refs.json", str(tmp_path)])
         assert caught.value.code == 2
     assert "--max-refs-size must be at least 1 byte" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- fetch engine
+
+
+@pytest.mark.parametrize(
+    ("argv", "fetcher"),
+    [
+        ([], "auto"),
+        (["--fetcher", "fsspec"], "fsspec"),
+        (["-o", "fetcher=fsspec"], "fsspec"),
+        (["--fetcher", "auto"], "auto"),
+    ],
+)
+def test_fetcher_option(tmp_path: Path, argv: list[str], fetcher: str) -> None:
+    config, _ = parse_args([*argv, "refs.json", str(tmp_path)])
+    assert config.fetcher == fetcher
+    assert not any(option.startswith("fetcher") for option in config.fuse_options)
+
+
+def test_an_unknown_fetcher_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_args(["-o", "fetcher=curl", "refs.json", str(tmp_path)])
+    assert caught.value.code == 2
+    assert "fetcher must be one of auto, fsspec, not 'curl'" in capsys.readouterr().err
