@@ -115,6 +115,9 @@ class ObstoreEngine:
     def __init__(self, environ: Mapping[str, str] | None = None, home: Path | None = None) -> None:
         self._environ = os.environ if environ is None else environ
         self._home = Path.home() if home is None else home
+        self._aws_chain = self._environment_credentials()
+        """Whether object_store finds S3 credentials where botocore would (looked at once,
+        here: the store is made before the event loop starts, and a look-up is a stat)."""
         self._stores: dict[tuple[str, str, tuple[tuple[str, Any], ...]], Any] = {}
         self._lock = threading.Lock()
 
@@ -167,7 +170,7 @@ class ObstoreEngine:
             return None  # s3fs finds a bucket's region; object_store does not
         anon = bool(options.get("anon"))
         key, secret, token = options.get("key"), options.get("secret"), options.get("token")
-        if not anon and key is None and not self._environment_credentials():
+        if not anon and key is None and not self._aws_chain:
             return None  # profiles and config files: botocore's chain, not object_store's
         settings: dict[str, Any] = {"region": region or "us-east-1"}
         if endpoint is not None:
