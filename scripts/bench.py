@@ -558,16 +558,16 @@ class Target:
 
 @contextlib.contextmanager
 def floor_mount(
-    workdir: Path, source: Path, tuned: bool = False, listed: int = 0
+    workdir: Path, source: Path, tuned: bool | None = None, listed: int = 0
 ) -> Iterator[Mount]:
     """Mount the pyfuse3 floor serving ``source``'s 1 MiB chunks as ``big/<i>`` (and ``listed``
     4 KiB files as ``many/<i>``); with ``tuned``, apply the kernel tuning ``-o tune_kernel``
-    applies."""
+    applies (None: as refmount does by default, when the bench runs as root)."""
     mountpoint = fresh_mountpoint(workdir, "floor")
     command = [sys.executable, str(FLOOR_SCRIPT), str(source), str(MIB), str(mountpoint)]
     command += [str(listed)] if listed else []
     with mount_child(command, mountpoint) as mount:
-        if tuned:
+        if tuned or (tuned is None and os.geteuid() == 0):
             kernel.tune_connection(os.stat(mountpoint).st_dev, kernel.KernelTuning())
         yield mount
 
@@ -599,16 +599,16 @@ def build_c_floor(workdir: Path) -> Path:
 
 @contextlib.contextmanager
 def c_floor_mount(
-    workdir: Path, source: Path, threads: str, tuned: bool = False
+    workdir: Path, source: Path, threads: str, tuned: bool | None = None
 ) -> Iterator[Mount]:
     """Mount the C floor (``single``: one thread, as pyfuse3 answers; ``multi``: libfuse's
     pool) serving ``source``'s 1 MiB chunks as ``big/<i>``; with ``tuned``, the kernel
-    tuning refmount applies as root."""
+    tuning refmount applies as root (None: when the bench runs as root, as refmount does)."""
     binary = build_c_floor(workdir)
     mountpoint = fresh_mountpoint(workdir, f"cfloor-{threads}")
     command = [str(binary), str(source), str(MIB), str(mountpoint), threads]
     with mount_child(command, mountpoint) as mount:
-        if tuned:
+        if tuned or (tuned is None and os.geteuid() == 0):
             kernel.tune_connection(os.stat(mountpoint).st_dev, kernel.KernelTuning())
         yield mount
 
