@@ -20,6 +20,7 @@ from typing import IO, Any, NoReturn
 
 from refmount.config import (
     DAY,
+    FETCHERS,
     KIB,
     STDIN_REFS,
     MountConfig,
@@ -92,8 +93,8 @@ given the same way, which is what /etc/fstab needs:
   cache_size=SIZE  remote_protocol=P  remote_options=JSON  target_options=JSON
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
-  uid=N  gid=N  umask=MASK  no_pin  tune_kernel  tune_read_ahead=SIZE  xattr  nonempty
-  decode  max_refs_size=SIZE
+  uid=N  gid=N  umask=MASK  no_pin  fetcher=ENGINE  no_tune_kernel  tune_read_ahead=SIZE
+  xattr  nonempty  decode  max_refs_size=SIZE
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
 default_permissions is always on: the kernel enforces the modes (0444 files, 0555
@@ -229,15 +230,28 @@ def build_parser() -> argparse.ArgumentParser:
         "while mounted may then mix two versions)",
     )
     parser.add_argument(
+        "--fetcher",
+        metavar="ENGINE",
+        help="auto (default): S3, HTTP(S), GCS and Azure targets are read through obstore "
+        "where their options map onto it, everything else through fsspec; fsspec: "
+        "everything through fsspec",
+    )
+    parser.add_argument(
+        "--no-tune-kernel",
+        action="store_true",
+        help="keep the kernel's readahead and background request limits; by default, as "
+        "root, they are raised through sysfs once mounted (readahead 16M, max_background "
+        "64, congestion_threshold 48; fusectl mounted if missing)",
+    )
+    parser.add_argument(
         "--tune-kernel",
         action="store_true",
-        help="as root: raise the connection's readahead (16M) and background request "
-        "limits (max_background 64, congestion_threshold 48) through sysfs once mounted",
+        help="the default as root; given, a failure to tune is logged as a warning",
     )
     parser.add_argument(
         "--tune-read-ahead",
         metavar="SIZE",
-        help="the readahead --tune-kernel sets, e.g. 4M, 64M (implies --tune-kernel)",
+        help="the readahead the kernel tuning sets, e.g. 4M, 64M (implies --tune-kernel)",
     )
     parser.add_argument(
         "--xattr",
@@ -315,6 +329,8 @@ _OWN_OPTIONS = frozenset(
         "gid",
         "umask",
         "no_pin",
+        "fetcher",
+        "no_tune_kernel",
         "tune_kernel",
         "tune_read_ahead",
         "xattr",
@@ -326,7 +342,8 @@ _OWN_OPTIONS = frozenset(
 """refmount options that ``-o name=value`` may set, named like their command-line flags."""
 
 FLAG_OPTIONS = frozenset(
-    {"skip_invalid", "foreground", "no_pin", "tune_kernel", "xattr", "nonempty", "decode"}
+    {"skip_invalid", "foreground", "no_pin", "no_tune_kernel", "tune_kernel", "xattr"}
+    | {"nonempty", "decode"}
     | {"s3_anon", "s3_requester_pays"}
 )
 """``-o`` options that are switches: given as a bare name, never ``name=value``."""
@@ -423,11 +440,20 @@ def parse_args(argv: Sequence[str]) -> tuple[MountConfig, argparse.Namespace]:
             max_refs_size=_max_refs_size(args.max_refs_size),
             decode=bool(args.decode),
             base=None if args.base is None else _absolute(args.base),
+            fetcher=_fetcher(args.fetcher),
         )
         args.kernel_tuning = kernel_tuning(args)
     except ValueError as error:
         _usage_error(str(error))
     return config, args
+
+
+def _fetcher(name: str | None) -> str:
+    if name is None:
+        return "auto"
+    if name not in FETCHERS:
+        raise ValueError(f"fetcher must be one of {', '.join(FETCHERS)}, not {name!r}")
+    return name
 
 
 def _usage_error(message: str) -> NoReturn:
@@ -510,13 +536,19 @@ def _max_refs_size(text: str | None) -> int | None:
 
 
 def kernel_tuning(args: argparse.Namespace) -> KernelTuning | None:
-    """Return the kernel tuning that ``--tune-kernel``/``--tune-read-ahead`` ask for, or None."""
+    """Return the kernel tuning to apply as root: the default one, the one
+    ``--tune-kernel``/``--tune-read-ahead`` ask for, or None with ``--no-tune-kernel``."""
+    asked = bool(args.tune_kernel) or args.tune_read_ahead is not None
+    if args.no_tune_kernel:
+        if asked:
+            raise ValueError("no_tune_kernel contradicts tune_kernel and tune_read_ahead")
+        return None
     if args.tune_read_ahead is not None:
         size = parse_size(str(args.tune_read_ahead))
         if size < KIB:
             raise ValueError(f"tune_read_ahead {args.tune_read_ahead}: at least 1K")
-        return KernelTuning(read_ahead_kb=size // KIB)
-    return KernelTuning() if args.tune_kernel else None
+        return KernelTuning(read_ahead_kb=size // KIB, asked=True)
+    return KernelTuning(asked=asked)
 
 
 def _local_root(text: str) -> str:

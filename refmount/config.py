@@ -141,6 +141,11 @@ SHARING_FUSE_OPTIONS = frozenset({"allow_other", "allow_root"})
 STDIN_REFS = "-"
 """REFS that means: read one JSON reference document from standard input."""
 
+FETCHERS = ("auto", "fsspec")
+"""``--fetcher``: ``auto`` reads S3, HTTP(S), GCS and Azure through obstore where the URL's
+options map onto it and everything else through fsspec; ``fsspec`` reads everything through
+fsspec."""
+
 
 @dataclass(frozen=True, slots=True)
 class MountConfig:
@@ -151,7 +156,7 @@ class MountConfig:
     node's attributes; ``pin_versions`` pins each target's ETag or mtime at first use;
     ``xattrs`` serves the ``user.refmount.*`` extended attributes; ``nonempty`` allows a
     mountpoint that has entries (the mount hides them); ``decode`` serves arrays decoded
-    (``refmount.decode``).
+    (``refmount.decode``); ``fetcher`` is one of ``FETCHERS``.
     """
 
     refs: str
@@ -181,6 +186,7 @@ class MountConfig:
     base: str | None = None
     """With ``refs`` ``-`` (a JSON document on standard input, which has no directory): the
     directory or URL that relative target paths are resolved against; None refuses them."""
+    fetcher: str = "auto"
 
     @property
     def shared(self) -> bool:

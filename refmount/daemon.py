@@ -317,8 +317,9 @@ def mount_and_serve(
     (the Python API), the end of that pipe (the owner exited, normally or not) unmounts too.
 
     Under a service manager (``$NOTIFY_SOCKET``) readiness is also reported as ``READY=1``,
-    and the start of the unmount as ``STOPPING=1``. With ``tuning`` (``-o tune_kernel``), the
-    connection's sysfs knobs are set once the mount answers, before readiness is reported.
+    and the start of the unmount as ``STOPPING=1``. With ``tuning`` (the default; none with
+    ``-o no_tune_kernel``), the connection's sysfs knobs are set once the mount answers,
+    before readiness is reported.
     """
     mountpoint = config.mountpoint
     roots = LocalRoots(config.local_roots, forbidden=[str(mountpoint)]) if config.shared else None
@@ -328,6 +329,7 @@ def mount_and_serve(
         local_roots=roots,
         pin=config.pin_versions,
         own_mount=str(mountpoint),
+        fetcher=config.fetcher,
     )
     reader = Reader(store, config.read, config.retry)
     references: ReferenceSet = loaded.references
@@ -408,19 +410,29 @@ def prepare_targets(store: Store, references: ReferenceSet, most: int = PREPARE_
 def tune_kernel(
     mountpoint: Path, device: int, tuning: kernel.KernelTuning, sysfs: Path = kernel.SYSFS
 ) -> None:
-    """Apply ``tuning`` to the connection of the mount ``device``; warn once if it cannot.
+    """Apply ``tuning`` to the connection of the mount ``device``, mounting fusectl first
+    when it is missing; one log line says what was done or why not.
 
+    The default tuning logs at debug level and does nothing without root; asked for
+    (``tuning.asked``), it logs at info level, and a failure or missing root is a warning.
     Blocking file operations on sysfs (never on the mount itself): call it from a thread.
     """
+    done, failed = (logging.INFO, logging.WARNING) if tuning.asked else (logging.DEBUG,) * 2
     if os.geteuid() != 0:
-        log.warning("-o tune_kernel needs root; keeping the kernel's defaults for %s", mountpoint)
+        log.log(
+            failed, "-o tune_kernel needs root; keeping the kernel's defaults for %s", mountpoint
+        )
         return
     try:
+        if kernel.ensure_fusectl(sysfs):
+            log.log(done, "mounted fusectl on %s", sysfs / "fs" / "fuse" / "connections")
         knobs = kernel.tune_connection(device, tuning, sysfs)
     except (kernel.TuningError, OSError) as error:
-        log.warning("cannot tune the kernel for %s (keeping its defaults): %s", mountpoint, error)
+        log.log(
+            failed, "cannot tune the kernel for %s (keeping its defaults): %s", mountpoint, error
+        )
         return
-    log.info("kernel tuning for %s: %s", mountpoint, kernel.describe(knobs))
+    log.log(done, "kernel tuning for %s: %s", mountpoint, kernel.describe(knobs))
 
 
 async def _serve(

@@ -1,7 +1,9 @@
-"""Kernel-side tuning of a FUSE connection through sysfs."""
+"""Kernel-side tuning of a FUSE connection through sysfs (and the fusectl mount it needs)."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,15 +16,19 @@ DEFAULT_READ_AHEAD_KB = 16384
 
 @dataclass(frozen=True, slots=True)
 class KernelTuning:
-    """The values ``-o tune_kernel`` writes: the BDI readahead and the background request limits.
+    """The values written as root (by default, or ``-o tune_kernel``): the BDI readahead and
+    the background request limits.
 
     ``congestion_threshold`` should stay below ``max_background`` (the kernel stops issuing
     readahead once that many background requests are queued); ¾ of it is the kernel's ratio.
+    ``asked`` is True when the command line asked for it (``--tune-kernel``,
+    ``--tune-read-ahead``): only then is missing root or a missing knob worth a warning.
     """
 
     read_ahead_kb: int = DEFAULT_READ_AHEAD_KB
     max_background: int = 64
     congestion_threshold: int = 48
+    asked: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,27 @@ def knob_paths(device: int, sysfs: Path = SYSFS) -> dict[str, Path]:
 
 
 FUSECTL_HINT = "is the fusectl filesystem mounted? mount -t fusectl none /sys/fs/fuse/connections"
+
+
+def ensure_fusectl(sysfs: Path = SYSFS) -> bool:
+    """Mount the fusectl filesystem on ``sysfs/fs/fuse/connections`` if it is missing.
+
+    Returns True when it was mounted here. The directory exists once the fuse module is
+    loaded; it is left alone when it is already a mount point or holds anything (a fake
+    tree, or fusectl already there). Containers and machines without systemd lack it.
+    Needs root; raises ``TuningError`` when the mount fails.
+    """
+    connections = sysfs / "fs" / "fuse" / "connections"
+    if not connections.is_dir() or os.path.ismount(connections) or any(connections.iterdir()):
+        return False
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    target = os.fsencode(connections)
+    if libc.mount(b"fusectl", target, b"fusectl", ctypes.c_ulong(0), None) != 0:
+        code = ctypes.get_errno()
+        if code == 16:  # EBUSY: mounted meanwhile by another mount's daemon
+            return False
+        raise TuningError(f"cannot mount fusectl on {connections}: {os.strerror(code)}")
+    return True
 
 
 def _read(path: Path) -> int:

@@ -54,7 +54,7 @@ FAILED_RANGES = 256
 class Target(Protocol):
     """What the reader needs from a store (``refmount.store.Store`` or a test fake)."""
 
-    async def read_range(self, url: str, start: int, end: int) -> bytes:
+    async def read_range(self, url: str, start: int, end: int) -> bytes | memoryview:
         """Return bytes ``[start, end)`` of ``url``, fewer if the target is shorter."""
         ...
 
@@ -124,6 +124,9 @@ class SingleFlight(Generic[T]):
         """Return ``request()``'s result, or wait for the identical request already running.
 
         With ``share_errors`` False a failure is not handed to the waiters: they try again.
+        A waiter handed the leader's failure raises it as ``RecentFailureError`` (logged at
+        debug level): the leader's read reports it once, however many reads waited on it
+        (a large readahead sends several READs of one file at once).
         """
         while True:
             flight = self._flights.get(key)
@@ -133,7 +136,7 @@ class SingleFlight(Generic[T]):
             if flight.abandoned:
                 continue  # the leader was cancelled; try again ourselves
             if flight.error is not None:
-                raise flight.error
+                raise RecentFailureError(flight.error.key, flight.error)
             assert flight.value is not None
             return flight.value
 
@@ -637,7 +640,7 @@ class Reader:
         what: str = "read failed",
         *,
         remember: bool = True,
-    ) -> bytes:
+    ) -> Data:
         """Fetch ``[start, end)`` of ``url`` with retries; nothing cached, nothing shared.
 
         With ``remember`` (reads, not prefetches), a range inside one that failed less than
@@ -658,7 +661,7 @@ class Reader:
                 self._failures.remember(url, start, end, error)
             raise
 
-    async def _checked_range(self, key: str, url: str, start: int, end: int) -> bytes:
+    async def _checked_range(self, key: str, url: str, start: int, end: int) -> Data:
         """Fetch ``[start, end)`` and insist on exactly that many bytes."""
         data = await self._target.read_range(url, start, end)
         self._fetch_count += 1

@@ -1,6 +1,12 @@
 """The only fsspec user: target URLs to filesystems, range reads and sizes, version pinning,
 the local-root check, the trio↔asyncio bridge, error classification, and the reference file.
 
+Each remote URL is read by one of two engines, chosen at its first use (``engine_of``):
+obstore (``refmount.fetch_obstore``) for S3, HTTP(S), GCS and Azure URLs whose options map
+onto it, unless the store was made with ``fetcher="fsspec"``; fsspec for everything else,
+and for a URL whose server ignored a range or sent no length (from then on). obstore's
+coroutines run on fsspec's loop through the same bridge, host limits and error handling.
+
 Async filesystems (HTTP, S3 …) run on fsspec's own asyncio loop thread; trio awaits their
 results through ``_wait_for_future`` without a thread per request, at most
 ``connections_per_host`` at a time per host. HTTP(S) and S3 ranges are read as a stream and
@@ -39,7 +45,9 @@ import fsspec.core
 import trio
 from fsspec.implementations.local import LocalFileSystem
 
+from refmount.config import FETCHERS
 from refmount.errors import RemoteAccessError, RemoteChangedError, RemoteError, too_large
+from refmount.fetch_obstore import ObstoreEngine, Plan, PreconditionFailed, RangeIgnored
 from refmount.local_files import LocalFiles, real_path
 from refmount.urls import directory_of, protocol_of
 from refmount.versions import Pin
@@ -74,6 +82,9 @@ PIN_RECHECK_SECONDS = 5.0
 how old a confirmation may be before a read asks the target for its version again."""
 
 PRECONDITION_FAILED = 412
+
+Data = bytes | memoryview
+"""What a range read returns: obstore's buffers are handed on as views, never copied."""
 
 
 class StorageOptions:
@@ -306,8 +317,15 @@ class Store:
         recheck_after: float = PIN_RECHECK_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         own_mount: str | None = None,
+        fetcher: str = "auto",
+        obstore_engine: ObstoreEngine | None = None,
     ) -> None:
+        if fetcher not in FETCHERS:
+            raise ValueError(f"fetcher must be one of {', '.join(FETCHERS)}, not {fetcher!r}")
         self._options = options or StorageOptions()
+        self._obstore = (obstore_engine or ObstoreEngine()) if fetcher == "auto" else None
+        self._plans: dict[str, Plan | None] = {}
+        """URL → how obstore reads it (None: fsspec does), decided at the URL's first use."""
         self._filesystems: dict[tuple[str, str | None], FileSystem] = {}
         self._lock = threading.Lock()
         self._threads = trio.CapacityLimiter(threads)
@@ -365,6 +383,8 @@ class Store:
         A URL whose filesystem cannot be created is left for its first read to report.
         """
         for url in urls:
+            if self._obstore_plan(url) is not None:
+                continue
             key = self._filesystem_key(url)
             if key not in self._filesystems:
                 try:
@@ -372,12 +392,33 @@ class Store:
                 except Exception as error:  # noqa: BLE001 - the read that needs it will say
                     log.debug("cannot prepare a filesystem for %s yet: %s", url, error)
 
+    def engine_of(self, url: str) -> str:
+        """Return the name of the engine that serves ``url``: ``obstore`` or ``fsspec``."""
+        return "fsspec" if self._obstore_plan(url) is None else "obstore"
+
+    def _obstore_plan(self, url: str) -> Plan | None:
+        """Return how obstore reads ``url``, or None when fsspec does (decided once)."""
+        if url in self._plans:
+            return self._plans[url]
+        plan = None
+        if self._obstore is not None:
+            plan = self._obstore.plan(url, self._options.for_target(url))
+        self._plans[url] = plan
+        return plan
+
     def pinned(self, url: str) -> Pin | None:
         """Return the version pinned for ``url``, if it has been used."""
         return self._pins.get(url)
 
-    async def read_range(self, url: str, start: int, end: int) -> bytes:
+    async def read_range(self, url: str, start: int, end: int) -> Data:
         """Return bytes ``[start, end)`` of ``url`` (fewer if the target is shorter)."""
+        plan = self._obstore_plan(url)
+        if plan is not None:
+            try:
+                return await self._read_obstore(url, plan, start, end)
+            except RangeIgnored as error:
+                self._plans[url] = None
+                log.info("%s: %s; reading it through fsspec from now on", url, error.problem)
         fs, path = await self._resolve(url)
         if _is_plain_local(url):
             return await self._read_local(url, fs, path, start, end)
@@ -394,6 +435,18 @@ class Store:
 
     async def size(self, url: str) -> int:
         """Return the size in bytes of the whole target ``url`` (its pinned size, if pinned)."""
+        plan = self._obstore_plan(url)
+        if plan is not None and self._pin:
+            size: object = (await self._pinned(url, None, url)).size
+        elif plan is not None:
+            size = (await self._current_version(url, None, url)).size
+        else:
+            size = await self._fsspec_size(url)
+        if not isinstance(size, int):
+            raise RemoteError(url, "the target does not report its size")
+        return size
+
+    async def _fsspec_size(self, url: str) -> object:
         fs, path = await self._resolve(url)
         if self._pin:
             size: object = (await self._pinned(url, fs, path)).size
@@ -401,9 +454,36 @@ class Store:
             size = (await self._local_status(url, path)).st_size
         else:
             size = (await self._info(url, fs, path)).get("size")
-        if not isinstance(size, int):
-            raise RemoteError(url, "the target does not report its size")
         return size
+
+    async def _read_obstore(self, url: str, plan: Plan, start: int, end: int) -> Data:
+        """Read ``[start, end)`` through obstore on fsspec's loop (``fetch_obstore``).
+
+        Pinned, the read carries the version (``If-Match``, else ``If-Unmodified-Since``);
+        a 412 becomes ``RemoteChangedError``. A pin that no header can carry (a weak ETag)
+        is checked again once it is old, as on fsspec.
+        """
+        if end <= start:
+            return b""
+        pin = await self._pinned(url, None, url) if self._pin else None
+        condition = pin.http_condition() if pin is not None else {}
+        engine = self._obstore
+        assert engine is not None
+        try:
+            data = await self._on_fsspec_loop(
+                url, lambda: engine.read(url, plan, start, end, condition)
+            )
+        except RemoteError as error:
+            if pin is None or not isinstance(error.__cause__, PreconditionFailed):
+                raise
+            try:
+                now = (await self._current_version(url, None, url)).describe()
+            except RemoteError:
+                now = "another version (HTTP 412)"
+            raise RemoteChangedError(url, pin.describe(), now) from None
+        if pin is not None and not condition:
+            await self._recheck(url, None, url, pin)
+        return data
 
     async def _resolve(self, url: str) -> tuple[FileSystem, str]:
         key = self._filesystem_key(url)
@@ -451,6 +531,12 @@ class Store:
             done.set()
 
     async def _current_version(self, url: str, fs: FileSystem, path: str) -> Pin:
+        plan = self._obstore_plan(url)
+        if plan is not None:
+            engine = self._obstore
+            assert engine is not None
+            info = await self._on_fsspec_loop(url, lambda: engine.head(url, plan))
+            return Pin.from_info(info, self._clock())
         if _is_plain_local(url):
             return Pin.from_stat(await self._local_status(url, path), self._clock())
         refresh = {"refresh": True} if protocol_of(url) in S3_PROTOCOLS else {}

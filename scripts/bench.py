@@ -59,6 +59,7 @@ KIB = 1024
 MIB = 1024 * KIB
 ROOT = Path(__file__).resolve().parent.parent
 FLOOR_SCRIPT = ROOT / "scripts" / "fuse_floor.py"
+C_FLOOR_SOURCE = ROOT / "scripts" / "fuse_floor.c"
 NGINX_TEMPLATE = ROOT / "bench" / "nginx.conf.template"
 S3RVER = ROOT / "bench" / "node" / "node_modules" / ".bin" / "s3rver"
 FUSEPY_DEBIAN = Path("/usr/lib/python3/dist-packages/fusepy.py")
@@ -66,15 +67,17 @@ FUSEPY_DEBIAN = Path("/usr/lib/python3/dist-packages/fusepy.py")
 S3RVER_KEY = "S3RVER"
 """s3rver's fixed dummy access key and secret."""
 SECTIONS = ("local", "http", "s3", "listing", "huge", "json", "decode")
-TOOLS = ("refmount", "cat", "fuse", "raw", "floor")
+TOOLS = ("refmount", "cat", "fuse", "raw", "floor", "cfloor", "cfloor_mt")
 TOOL_TITLES = {
     "refmount": "refmount",
     "cat": "fsspec cat",
     "fuse": "fsspec.fuse",
     "raw": "raw",
     "floor": "pyfuse3 floor",
+    "cfloor": "C floor",
+    "cfloor_mt": "C floor (mt)",
 }
-BASELINES = ("cat", "fuse", "raw", "floor")
+BASELINES = ("cat", "fuse", "raw", "floor", "cfloor")
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -249,12 +252,24 @@ def bounded_parallel(
     return Bounded(totals[0], totals[1], time.perf_counter() - started, totals[0] == len(items))
 
 
+READ_BUFFERS = threading.local()
+"""Each reading thread's one 1 MiB buffer, reused by every ``read_whole``."""
+
+
 def read_whole(path: Path) -> int:
+    """Read ``path`` to its end with ``readinto`` into this thread's reused buffer.
+
+    A new 1 MiB ``bytes`` per ``read()`` makes glibc trim and fault the heap again for every
+    read, which costs more than FUSE does: the loop would measure the reader, not the mount.
+    """
+    view: memoryview | None = getattr(READ_BUFFERS, "view", None)
+    if view is None:
+        view = READ_BUFFERS.view = memoryview(bytearray(MIB))
+    total = 0
     with open(path, "rb", buffering=0) as handle:
-        total = 0
-        while block := handle.read(1 * MIB):
-            total += len(block)
-        return total
+        while count := handle.readinto(view):
+            total += count
+    return total
 
 
 def first_byte(path: Path) -> float:
@@ -544,16 +559,57 @@ class Target:
 
 @contextlib.contextmanager
 def floor_mount(
-    workdir: Path, source: Path, tuned: bool = False, listed: int = 0
+    workdir: Path, source: Path, tuned: bool | None = None, listed: int = 0
 ) -> Iterator[Mount]:
     """Mount the pyfuse3 floor serving ``source``'s 1 MiB chunks as ``big/<i>`` (and ``listed``
     4 KiB files as ``many/<i>``); with ``tuned``, apply the kernel tuning ``-o tune_kernel``
-    applies."""
+    applies (None: as refmount does by default, when the bench runs as root)."""
     mountpoint = fresh_mountpoint(workdir, "floor")
     command = [sys.executable, str(FLOOR_SCRIPT), str(source), str(MIB), str(mountpoint)]
     command += [str(listed)] if listed else []
     with mount_child(command, mountpoint) as mount:
-        if tuned:
+        if tuned or (tuned is None and os.geteuid() == 0):
+            kernel.tune_connection(os.stat(mountpoint).st_dev, kernel.KernelTuning())
+        yield mount
+
+
+def build_c_floor(workdir: Path) -> Path:
+    """Compile ``scripts/fuse_floor.c`` against libfuse3 (Debian's ``libfuse3-dev``) into
+    ``workdir``; raise ``RuntimeError`` saying why it cannot be built."""
+    binary = workdir / "fuse_floor"
+    if binary.exists():
+        return binary
+    try:
+        flags = subprocess.run(
+            ["pkg-config", "--cflags", "--libs", "fuse3"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        subprocess.run(
+            ["cc", "-O2", "-o", str(binary), str(C_FLOOR_SOURCE), *flags],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as error:
+        detail = getattr(error, "stderr", "") or str(error)
+        raise RuntimeError(f"cannot build the C floor (needs cc, libfuse3-dev): {detail}") from None
+    return binary
+
+
+@contextlib.contextmanager
+def c_floor_mount(
+    workdir: Path, source: Path, threads: str, tuned: bool | None = None
+) -> Iterator[Mount]:
+    """Mount the C floor (``single``: one thread, as pyfuse3 answers; ``multi``: libfuse's
+    pool) serving ``source``'s 1 MiB chunks as ``big/<i>``; with ``tuned``, the kernel
+    tuning refmount applies as root (None: when the bench runs as root, as refmount does)."""
+    binary = build_c_floor(workdir)
+    mountpoint = fresh_mountpoint(workdir, f"cfloor-{threads}")
+    command = [str(binary), str(source), str(MIB), str(mountpoint), threads]
+    with mount_child(command, mountpoint) as mount:
+        if tuned or (tuned is None and os.geteuid() == 0):
             kernel.tune_connection(os.stat(mountpoint).st_dev, kernel.KernelTuning())
         yield mount
 
@@ -936,6 +992,25 @@ def measure_target(
                     record(f"many_4kib_{figure}_files_s", "floor", run.per_second())
 
     attempt("floor", "floor", floor)
+
+    # ---- the C floor: the same chunks from memory through a minimal libfuse3 daemon
+    def c_floor(tool: str, threads: str) -> Callable[[], None]:
+        def measure() -> None:
+            with c_floor_mount(workdir, data.big_file, threads) as mount:
+                first_byte_then_read_twice(mount, tool)
+            with c_floor_mount(workdir, data.big_file, threads) as mount:
+                paths = [mount.path / k for k in big_keys]
+                run = bounded_parallel(paths, read_whole, budget, 8)
+                record("seq_1mib_8_readers_mib_s", tool, run.mib_s())
+            with c_floor_mount(workdir, data.big_file, threads, tuned=True) as mount:
+                paths = [mount.path / k for k in big_keys]
+                run = bounded(paths, read_whole, budget)
+                record("seq_1mib_1_reader_tuned_mib_s", tool, run.mib_s())
+
+        return measure
+
+    attempt("cfloor", "cfloor", c_floor("cfloor", "single"))
+    attempt("cfloor_mt", "cfloor_mt", c_floor("cfloor_mt", "multi"))
 
     # ---- fsspec.fuse (mounted at big/ and many/: it cannot mount a reference set's root)
     def fuse_big() -> None:
@@ -1513,7 +1588,7 @@ def build_rows(figures: dict[str, Any]) -> list[Row]:
             )
         )
         tuned = values("seq_1mib_1_reader_mib_s")
-        for tool in ("refmount", "floor"):
+        for tool in ("refmount", "floor", "cfloor", "cfloor_mt"):
             tuned[tool] = values("seq_1mib_1_reader_tuned_mib_s").get(tool)
         rows.append(
             Row(
@@ -1751,10 +1826,13 @@ def print_table(rows: list[Row], figures: dict[str, Any]) -> None:
         "fsspec.fuse",
         "raw",
         "floor",
+        "C floor",
+        "C floor (mt)",
         "x cat",
         "x fuse",
         "x raw",
         "x floor",
+        "x C floor",
         "goal",
         "met",
     ]

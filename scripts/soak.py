@@ -87,6 +87,9 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--retries", type=int, default=4, help="refmount --retries (4)")
     parser.add_argument("--timeout", default="10s", help="refmount --timeout (10s)")
+    parser.add_argument(
+        "--fetcher", default="auto", choices=("auto", "fsspec"), help="refmount --fetcher (auto)"
+    )
     parser.add_argument("--cache-size", default="64M", help="refmount --cache-size (64M)")
     parser.add_argument(
         "--targets", default="http,s3", help="comma-separated: http, s3 (both by default)"
@@ -425,6 +428,8 @@ def run(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], list[C
             args.timeout,
             "--retries",
             str(args.retries),
+            "--fetcher",
+            args.fetcher,
             *options,
             str(refs_path),
             str(mountpoint),
@@ -583,6 +588,7 @@ def summarise(
             "fault_share": args.fault_share,
             "retries": args.retries,
             "timeout": args.timeout,
+            "fetcher": args.fetcher,
             "cache_size": args.cache_size,
             "targets": args.targets,
             "keys": len(keys),

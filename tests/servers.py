@@ -289,7 +289,7 @@ GZIP_MEMBER_INFLATED = 64 * 1024 * 1024
 
 
 @functools.cache
-def _gzip_member() -> bytes:
+def gzip_member() -> bytes:
     """Return one gzip member of ``GZIP_MEMBER_INFLATED`` zeros (made once, about 64 KiB)."""
     return gzip.compress(bytes(GZIP_MEMBER_INFLATED), compresslevel=9, mtime=0)
 
@@ -451,7 +451,7 @@ class _Quiet(BaseHTTPRequestHandler):
             self.end_headers()
             self._endless_chunks()
         elif hostile is Hostile.GZIP_BOMB:
-            member = _gzip_member()
+            member = gzip_member()
             count = max(1, hostile_bytes // GZIP_MEMBER_INFLATED)
             self.send_header("Content-Encoding", "gzip")
             self.send_header("Content-Length", str(len(member) * count))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration import mounting
 from tests.integration.mounting import MOUNT_TIMEOUT, is_mounted, unmount
 from tests.servers import (
     AWS_VARIABLES_TO_CLEAR,
@@ -102,3 +103,12 @@ def stuck_target(tmp_path: Path) -> Iterator[Path]:
             process.kill()
             process.wait()
         unmount(mountpoint)
+
+
+@pytest.fixture(params=["auto", "fsspec"])
+def each_fetcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Mount with ``--fetcher auto`` (obstore for HTTP and S3), then with ``--fetcher fsspec``:
+    a module that uses this fixture runs each of its tests on both engines."""
+    fetcher = str(request.param)
+    monkeypatch.setattr(mounting, "ENGINE_OPTIONS", ("--fetcher", fetcher))
+    return fetcher

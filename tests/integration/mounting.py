@@ -17,6 +17,10 @@ import pytest
 
 MOUNT_TIMEOUT = 30.0
 
+ENGINE_OPTIONS: tuple[str, ...] = ()
+"""Options every ``mounted`` command gets first; the ``each_fetcher`` fixture sets
+``--fetcher`` here, so a module's tests run once per fetch engine."""
+
 
 def fuse_unavailable() -> str | None:
     """Return why real mounts cannot run here, or None when they can."""
@@ -74,7 +78,9 @@ def mounted(refs: str | Path, mountpoint: Path, *options: str) -> Iterator[Mount
     log = mountpoint.parent / f"{mountpoint.name}.log"
     with open(log, "wb") as log_file:
         process = subprocess.Popen(
-            refmount_command("-f", "--log-level", "debug", *options, str(refs), str(mountpoint)),
+            refmount_command(
+                "-f", "--log-level", "debug", *ENGINE_OPTIONS, *options, str(refs), str(mountpoint)
+            ),
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -18,7 +18,12 @@ from tests.integration.datasets import target_bytes
 from tests.integration.mounting import Mount, mounted, requires_fuse
 from tests.servers import RangeHTTPServer
 
-pytestmark = [pytest.mark.fuse, pytest.mark.http, requires_fuse]
+pytestmark = [
+    pytest.mark.usefixtures("each_fetcher"),
+    pytest.mark.fuse,
+    pytest.mark.http,
+    requires_fuse,
+]
 
 SLACK = 5.0
 """Seconds allowed on top of a computed bound (process scheduling on a loaded machine)."""

@@ -21,9 +21,14 @@ import pytest
 
 from tests.integration.datasets import target_bytes
 from tests.integration.mounting import Mount, mounted, read_errno, requires_fuse
-from tests.servers import Hostile, RangeHTTPServer
+from tests.servers import Hostile, RangeHTTPServer, gzip_member
 
-pytestmark = [pytest.mark.fuse, pytest.mark.http, requires_fuse]
+pytestmark = [
+    pytest.mark.usefixtures("each_fetcher"),
+    pytest.mark.fuse,
+    pytest.mark.http,
+    requires_fuse,
+]
 
 MIB = 1024 * 1024
 CACHE = 32 * MIB
@@ -76,7 +81,11 @@ def errors_naming(mount: Mount, key: str) -> list[str]:
 
 @pytest.fixture
 def hostile_server() -> Iterator[RangeHTTPServer]:
-    """A range server serving one 3 MiB target, honest until the test sets ``hostile``."""
+    """A range server serving one 3 MiB target, honest until the test sets ``hostile``.
+
+    The gzip bomb's member is made first: making it takes a second or more on a loaded
+    machine, which would count against the first read's ``--timeout``."""
+    gzip_member()
     with RangeHTTPServer(stall_seconds=60.0) as server:
         for path in ("data.bin", "warm.bin", f"{BUCKET}/data.bin", f"{BUCKET}/warm.bin"):
             server.add(path, TARGET)

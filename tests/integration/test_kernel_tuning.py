@@ -1,9 +1,12 @@
-"""``-o tune_kernel`` on a real mount: the connection's sysfs knobs after mounting."""
+"""Kernel tuning on a real mount (by default as root, ``-o tune_kernel``, ``-o
+no_tune_kernel``): the connection's sysfs knobs after mounting, fusectl mounted if missing."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,7 +40,7 @@ def knobs_of(mount: Mount) -> dict[str, int]:
     paths = knob_paths(os.stat(mount.path).st_dev)
     missing = [str(path) for path in paths.values() if not path.exists()]
     if missing:
-        if "tune" in " ".join(mount.process.args):  # type: ignore[arg-type]
+        if "no_tune" not in " ".join(mount.process.args):  # type: ignore[arg-type]
             log = wait_for_log(mount, "cannot tune the kernel")
             assert log.count("cannot tune the kernel") == 1
             assert (mount.path / "text").exists()
@@ -45,9 +48,32 @@ def knobs_of(mount: Mount) -> dict[str, int]:
     return {name: int(path.read_text()) for name, path in paths.items()}
 
 
+CONNECTIONS = Path("/sys/fs/fuse/connections")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fusectl_as_found() -> Iterator[None]:
+    """Leave the fusectl mount as the tests found it (the daemons mount it when missing)."""
+    was_mounted = os.path.ismount(CONNECTIONS)
+    yield
+    if not was_mounted and os.path.ismount(CONNECTIONS):
+        subprocess.run(["umount", str(CONNECTIONS)], check=False)
+
+
+def test_the_default_tuning_mounts_fusectl_where_it_is_missing(tmp_path: Path) -> None:
+    if os.path.ismount(CONNECTIONS):
+        pytest.skip("fusectl is already mounted here")
+    dataset = json_v0(tmp_path / "v0")
+    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+        log = wait_for_log(mount, "kernel tuning for", "cannot tune the kernel")
+        assert os.path.ismount(CONNECTIONS), log
+        assert "mounted fusectl on /sys/fs/fuse/connections" in log
+        assert knobs_of(mount)["max_background"] == 64
+
+
 @pytest.mark.parametrize(
     ("options", "read_ahead_kb"),
-    [(("-o", "tune_kernel"), 16384), (("-o", "tune_read_ahead=4M"), 4096)],
+    [((), 16384), (("-o", "tune_kernel"), 16384), (("-o", "tune_read_ahead=4M"), 4096)],
 )
 def test_tune_kernel_sets_the_connection_knobs(
     tmp_path: Path, options: tuple[str, ...], read_ahead_kb: int
@@ -66,9 +92,12 @@ def test_tune_kernel_sets_the_connection_knobs(
         assert (mount.path / "text").read_bytes() == dataset.expected["text"]
 
 
-def test_without_the_option_the_kernel_defaults_stay(tmp_path: Path) -> None:
+@pytest.mark.parametrize("option", [("-o", "no_tune_kernel"), ("--no-tune-kernel",)])
+def test_with_no_tune_kernel_the_kernel_defaults_stay(
+    tmp_path: Path, option: tuple[str, ...]
+) -> None:
     dataset = json_v0(tmp_path / "v0")
-    with mounted(dataset.refs, tmp_path / "mnt") as mount:
+    with mounted(dataset.refs, tmp_path / "mnt", *option) as mount:
         wait_for_log(mount, "mounted on")
         assert knobs_of(mount)["max_background"] == 12
         assert "kernel tuning" not in mount.log_text()

@@ -222,7 +222,8 @@ def test_owner_flags(tmp_path: Path) -> None:
 
 
 class _HeaderRecorder(BaseHTTPRequestHandler):
-    """Answers every GET/HEAD with ranges of DATA and records the headers it was sent."""
+    """Answers every GET/HEAD with ranges of DATA and records the headers it was sent, names
+    in lower case (HTTP header names are case-insensitive; clients differ)."""
 
     protocol_version = "HTTP/1.1"
     seen: list[dict[str, str]]
@@ -237,7 +238,7 @@ class _HeaderRecorder(BaseHTTPRequestHandler):
         self._answer()
 
     def _answer(self) -> None:
-        type(self).seen.append(dict(self.headers.items()))
+        type(self).seen.append({name.lower(): value for name, value in self.headers.items()})
         match = re.match(r"bytes=(\d+)-(\d+)", self.headers.get("Range") or "")
         body, status = DATA, 200
         if match:
@@ -316,7 +317,7 @@ def test_protocol_level_options_go_to_every_host_of_the_protocol(
     with mounted(refs, tmp_path / "mnt", "--remote-options", json.dumps(options)) as mount:
         assert (mount.path / "a").read_bytes() == DATA[:10]
     assert seen
-    assert {headers.get("Authorization") for headers in seen} == {"Bearer everywhere"}
+    assert {headers.get("authorization") for headers in seen} == {"Bearer everywhere"}
 
 
 # ------------------------------------------------------------------ template sandbox

@@ -27,7 +27,8 @@ SECONDS = float(os.environ.get("REFMOUNT_SOAK_SECONDS", "60" if os.environ.get("
 ``REFMOUNT_SOAK_SECONDS``."""
 
 
-def test_soak_passes_every_check(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fetcher", ["auto", "fsspec"])
+def test_soak_passes_every_check(tmp_path: Path, fetcher: str) -> None:
     figures = tmp_path / "soak.json"
     log = tmp_path / "refmount.log"
     command = [
@@ -39,6 +40,8 @@ def test_soak_passes_every_check(tmp_path: Path) -> None:
         str(figures),
         "--log",
         str(log),
+        "--fetcher",
+        fetcher,
     ]
     environment = {**os.environ, "PYTHONPATH": str(ROOT)}
     # the soak bounds itself (deadline, joins, unmount); this is only a backstop
@@ -59,6 +62,7 @@ def test_soak_passes_every_check(tmp_path: Path) -> None:
     assert summary["wrong_reads"] == 0
     assert summary["eio_unexplained"] == 0
     assert summary["settings"]["threads"] == 64
+    assert summary["settings"]["fetcher"] == fetcher
     assert set(summary["reads_per_target"]) == {"http", "s3"}
     assert summary["reads"] >= 100, summary["reads"]
     injected = summary["faults_injected"]

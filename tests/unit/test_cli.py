@@ -290,9 +290,27 @@ def test_bad_roots_ids_and_masks_exit_2(
 # ---------------------------------------------------------------------- kernel tuning
 
 
-def test_kernel_tuning_is_off_by_default(tmp_path: Path) -> None:
+def test_kernel_tuning_is_on_by_default_and_not_asked_for(tmp_path: Path) -> None:
     _, args = parse_args(["refs.json", str(tmp_path)])
+    assert args.kernel_tuning == KernelTuning(asked=False)
+
+
+@pytest.mark.parametrize(
+    "argv", [["--no-tune-kernel"], ["-o", "no_tune_kernel"], ["-o", "ro,no_tune_kernel"]]
+)
+def test_no_tune_kernel_turns_it_off(tmp_path: Path, argv: list[str]) -> None:
+    config, args = parse_args([*argv, "refs.json", str(tmp_path)])
     assert args.kernel_tuning is None
+    assert "no_tune_kernel" not in config.fuse_options
+
+
+def test_no_tune_kernel_with_tune_kernel_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_args(["-o", "no_tune_kernel,tune_read_ahead=4M", "refs.json", str(tmp_path)])
+    assert caught.value.code == 2
+    assert "contradicts" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -301,7 +319,7 @@ def test_kernel_tuning_is_off_by_default(tmp_path: Path) -> None:
 )
 def test_tune_kernel_flag_and_option(tmp_path: Path, argv: list[str]) -> None:
     config, args = parse_args([*argv, "refs.json", str(tmp_path)])
-    assert args.kernel_tuning == KernelTuning()
+    assert args.kernel_tuning == KernelTuning(asked=True)
     assert "tune_kernel" not in config.fuse_options  # not passed to the kernel as a FUSE option
 
 
@@ -313,7 +331,7 @@ def test_tune_read_ahead_sets_the_size_and_implies_tuning(
     tmp_path: Path, argv: list[str], kb: int
 ) -> None:
     _, args = parse_args([*argv, "refs.json", str(tmp_path)])
-    assert args.kernel_tuning == KernelTuning(read_ahead_kb=kb)
+    assert args.kernel_tuning == KernelTuning(read_ahead_kb=kb, asked=True)
 
 
 @pytest.mark.parametrize(("size", "words"), [("lots", "not a size"), ("512", "at least 1K")])
@@ -493,3 +511,30 @@ def test_base_applies_only_to_standard_input(
     with pytest.raises(SystemExit):
         parse_args(["--base", "/data", "refs.json", str(tmp_path)])
     assert "--base applies only to REFS -" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------- fetch engine
+
+
+@pytest.mark.parametrize(
+    ("argv", "fetcher"),
+    [
+        ([], "auto"),
+        (["--fetcher", "fsspec"], "fsspec"),
+        (["-o", "fetcher=fsspec"], "fsspec"),
+        (["--fetcher", "auto"], "auto"),
+    ],
+)
+def test_fetcher_option(tmp_path: Path, argv: list[str], fetcher: str) -> None:
+    config, _ = parse_args([*argv, "refs.json", str(tmp_path)])
+    assert config.fetcher == fetcher
+    assert not any(option.startswith("fetcher") for option in config.fuse_options)
+
+
+def test_an_unknown_fetcher_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_args(["-o", "fetcher=curl", "refs.json", str(tmp_path)])
+    assert caught.value.code == 2
+    assert "fetcher must be one of auto, fsspec, not 'curl'" in capsys.readouterr().err

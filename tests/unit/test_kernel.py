@@ -89,34 +89,66 @@ def test_garbage_in_a_knob_is_a_tuning_error(tmp_path: Path) -> None:
         tune_connection(DEVICE, KernelTuning(), tmp_path)
 
 
+@pytest.mark.parametrize(("asked", "level"), [(True, logging.INFO), (False, logging.DEBUG)])
 def test_daemon_logs_the_values_in_effect(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    asked: bool,
+    level: int,
 ) -> None:
     fake_sysfs(tmp_path)
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    with caplog.at_level(logging.INFO, logger="refmount.daemon"):
-        daemon.tune_kernel(Path("/mnt/x"), DEVICE, KernelTuning(), tmp_path)
-    assert [record.levelno for record in caplog.records] == [logging.INFO]
+    with caplog.at_level(logging.DEBUG, logger="refmount.daemon"):
+        daemon.tune_kernel(Path("/mnt/x"), DEVICE, KernelTuning(asked=asked), tmp_path)
+    assert [record.levelno for record in caplog.records] == [level]
     assert "read_ahead_kb 128 → 16384" in caplog.text
 
 
-def test_daemon_warns_once_when_sysfs_lacks_the_connection(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("asked", "level"), [(True, logging.WARNING), (False, logging.DEBUG)])
+def test_daemon_logs_once_when_sysfs_lacks_the_connection(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    asked: bool,
+    level: int,
 ) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    with caplog.at_level(logging.INFO, logger="refmount.daemon"):
-        daemon.tune_kernel(Path("/mnt/x"), DEVICE, KernelTuning(), tmp_path)
-    assert [record.levelno for record in caplog.records] == [logging.WARNING]
+    with caplog.at_level(logging.DEBUG, logger="refmount.daemon"):
+        daemon.tune_kernel(Path("/mnt/x"), DEVICE, KernelTuning(asked=asked), tmp_path)
+    assert [record.levelno for record in caplog.records] == [level]
     assert "keeping its defaults" in caplog.text
 
 
-def test_daemon_warns_once_without_root(
+def test_daemon_warns_once_without_root_when_asked(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     paths = fake_sysfs(tmp_path)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with caplog.at_level(logging.INFO, logger="refmount.daemon"):
-        daemon.tune_kernel(Path("/mnt/x"), DEVICE, KernelTuning(), tmp_path)
+        daemon.tune_kernel(Path("/mnt/x"), DEVICE, KernelTuning(asked=True), tmp_path)
     assert [record.levelno for record in caplog.records] == [logging.WARNING]
     assert "needs root" in caplog.text
     assert paths["read_ahead_kb"].read_text() == "128\n"
+
+
+def test_the_default_tuning_is_silent_without_root(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = fake_sysfs(tmp_path)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with caplog.at_level(logging.DEBUG, logger="refmount.daemon"):
+        daemon.tune_kernel(Path("/mnt/x"), DEVICE, KernelTuning(), tmp_path)
+    assert [record.levelno for record in caplog.records] == [logging.DEBUG]
+    assert paths["read_ahead_kb"].read_text() == "128\n"
+
+
+def test_fusectl_is_left_alone_where_the_connections_directory_is_not_empty(
+    tmp_path: Path,
+) -> None:
+    fake_sysfs(tmp_path)  # connections/57 exists: nothing to mount
+    assert kernel.ensure_fusectl(tmp_path) is False
+
+
+def test_fusectl_is_not_mounted_without_the_connections_directory(tmp_path: Path) -> None:
+    assert kernel.ensure_fusectl(tmp_path) is False

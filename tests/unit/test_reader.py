@@ -17,6 +17,7 @@ from refmount.errors import (
     ShortReadError,
     TargetAccessError,
     TargetChangedError,
+    TargetError,
     TargetReadError,
 )
 from refmount.model import Inline, Range, Whole
@@ -292,13 +293,13 @@ async def test_concurrent_readers_share_one_failure(target: MemoryTarget) -> Non
     target.failing.add("mem://obj")
     reader = reader_for(target)
     ref = Range("mem://obj", 0, 10)
-    failures: list[str] = []
+    failures: list[TargetError] = []
 
     async def read() -> None:
         try:
             await reader.read("k", ref, 0, 10)
-        except TargetReadError as error:
-            failures.append(str(error))
+        except TargetError as error:
+            failures.append(error)
 
     async with trio.open_nursery() as nursery:
         for _ in range(3):
@@ -307,6 +308,11 @@ async def test_concurrent_readers_share_one_failure(target: MemoryTarget) -> Non
         gate.set()
     assert len(failures) == 3
     assert len(target.ranges) == 1
+    # the leader's failure is reported once; the waiters' repeat it at debug level
+    assert sum(type(error) is TargetReadError for error in failures) == 1
+    repeats = [error for error in failures if isinstance(error, RecentFailureError)]
+    assert len(repeats) == 2
+    assert all(error.errno == failures[0].errno for error in repeats)
 
 
 async def test_leader_cancellation_hands_over(target: MemoryTarget) -> None:

@@ -208,7 +208,7 @@ async def test_many_requests_share_the_loop_without_threads(
     results: list[bytes] = []
 
     async def one(i: int) -> None:
-        results.append(await store.read_range("slowtest://bucket/obj", i, i + 1))
+        results.append(bytes(await store.read_range("slowtest://bucket/obj", i, i + 1)))
 
     started = trio.current_time()
     async with trio.open_nursery() as nursery:
@@ -617,6 +617,46 @@ async def test_data_uris_are_read_whole_and_in_ranges() -> None:
 RANGE_DATA = bytes(range(256)) * 4096  # 1 MiB
 
 
+@pytest.fixture(params=["auto", "fsspec"])
+def fetcher(request: pytest.FixtureRequest) -> str:
+    """Each remote test runs on both engines: ``auto`` (obstore for HTTP and S3) and fsspec."""
+    return str(request.param)
+
+
+async def test_the_engine_is_chosen_once_per_url_and_names_itself(fetcher: str) -> None:
+    with RangeHTTPServer({"obj": RANGE_DATA}) as server:
+        store = Store(fetcher=fetcher)
+        url = server.url_for("obj")
+        assert bytes(await store.read_range(url, 0, 4096)) == RANGE_DATA[:4096]
+        agent = server.requests[-1].header("User-Agent") or ""
+        if fetcher == "auto":
+            assert store.engine_of(url) == "obstore"
+            assert "object_store" in agent, agent
+        else:
+            assert store.engine_of(url) == "fsspec"
+            assert "aiohttp" in agent, agent
+        assert store.engine_of("memory://x/y") == "fsspec"
+        assert store.engine_of(f"simplecache::{url}") == "fsspec"
+
+
+def test_options_obstore_cannot_express_keep_fsspec() -> None:
+    options = StorageOptions(
+        {
+            "https": {"headers": {"X-Token": "t"}},
+            "s3": {"client_kwargs": {"endpoint_url": "http://127.0.0.1:1"}, "anon": True},
+            "https://odd.example.org": {"client_kwargs": {"trust_env": True}},
+            "s3://profiled": {"profile": "work"},
+        }
+    )
+    store = Store(options)
+    assert store.engine_of("https://data.example.org/a.nc") == "obstore"
+    assert store.engine_of("s3://bucket/a.nc") == "obstore"
+    assert store.engine_of("https://odd.example.org/a.nc") == "fsspec"
+    assert store.engine_of("s3://profiled/a.nc") == "fsspec"
+    assert store.engine_of("https://data.example.org/a%20b.nc") == "fsspec"
+    assert store.engine_of("s3://bucket/a.nc?versionId=3") == "fsspec"
+
+
 @pytest.mark.parametrize(
     ("hostile", "problem"),
     [
@@ -627,10 +667,10 @@ RANGE_DATA = bytes(range(256)) * 4096  # 1 MiB
     ids=lambda value: value.value if isinstance(value, Hostile) else "",
 )
 async def test_a_hostile_http_answer_is_refused_without_reading_it_whole(
-    hostile: Hostile, problem: str
+    hostile: Hostile, problem: str, fetcher: str
 ) -> None:
     with RangeHTTPServer({"obj": RANGE_DATA}, hostile=hostile) as server:
-        store = Store()
+        store = Store(fetcher=fetcher)
         with trio.fail_after(20), pytest.raises(RemoteError) as caught:
             await store.read_range(server.url_for("obj"), 100, 100 + 65536)
         assert problem in caught.value.problem
@@ -638,18 +678,18 @@ async def test_a_hostile_http_answer_is_refused_without_reading_it_whole(
         assert caught.value.url == server.url_for("obj")
 
 
-async def test_http_ranges_ask_for_identity_and_never_inflate() -> None:
+async def test_http_ranges_ask_for_identity_and_never_inflate(fetcher: str) -> None:
     with RangeHTTPServer({"obj": RANGE_DATA}) as server:
-        store = Store()
+        store = Store(fetcher=fetcher)
         assert await store.read_range(server.url_for("obj"), 10, 5000) == RANGE_DATA[10:5000]
         request = server.requests[-1]
         assert request.header("Accept-Encoding") == "identity"
         assert request.range == "bytes=10-4999"
 
 
-async def test_a_whole_object_from_a_server_that_ignores_range_is_still_read() -> None:
+async def test_a_whole_object_from_a_server_that_ignores_range_is_still_read(fetcher: str) -> None:
     with RangeHTTPServer({"obj": RANGE_DATA}, ignore_range=True) as server:
-        store = Store()
+        store = Store(fetcher=fetcher)
         url = server.url_for("obj")
         assert await store.read_range(url, 0, len(RANGE_DATA)) == RANGE_DATA
         with pytest.raises(RemoteError, match="ignored the Range request"):
@@ -660,9 +700,9 @@ async def test_a_whole_object_from_a_server_that_ignores_range_is_still_read() -
             await store.read_range(server.url_for("short"), 10, len(RANGE_DATA))
 
 
-async def test_a_body_stalled_half_way_is_ended_by_the_caller_deadline() -> None:
+async def test_a_body_stalled_half_way_is_ended_by_the_caller_deadline(fetcher: str) -> None:
     with RangeHTTPServer({"obj": RANGE_DATA}, hostile=Hostile.STALL_MID_BODY) as server:
-        store = Store()
+        store = Store(fetcher=fetcher)
         with trio.move_on_after(1.0) as scope:
             await store.read_range(server.url_for("obj"), 0, 65536)
         assert scope.cancelled_caught
