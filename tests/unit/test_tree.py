@@ -7,13 +7,8 @@ import logging
 import pytest
 
 from refmount.errors import ReferenceFormatError
-from refmount.model import ROOT_INODE, ChunkGrid, Inode
-from refmount.tree import (
-    GridChunk,
-    StaticFile,
-    Tree,
-    canonical_index,
-)
+from refmount.model import ROOT_INODE, ChunkGrid, Inode, canonical_index
+from refmount.tree import GridChunk, StaticFile, Tree
 
 
 def names(tree: Tree, inode: Inode, start: int = 0) -> list[str]:
