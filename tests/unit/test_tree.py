@@ -110,6 +110,24 @@ def test_error_counts_further_invalid_keys() -> None:
         Tree.build(["", "/x", "ok"], source="refs.json")
 
 
+@pytest.mark.parametrize(
+    "grid",
+    [
+        ChunkGrid("a/b", (3, 4), "."),
+        ChunkGrid("a", (2, 3, 2), "/"),
+        ChunkGrid("", (5,), "."),
+        ChunkGrid("v3", (2, 2), "/", "c"),
+        ChunkGrid("s", (), "."),
+    ],
+)
+def test_chunk_grid_index_of_inverts_key(grid: ChunkGrid) -> None:
+    assert [grid.index_of(grid.key(index)) for index in range(grid.count)] == list(
+        range(grid.count)
+    )
+    for other in ("a/b/3.0", "a/b/01.0", "a/b/0.0.0", "a/2/0/0", "v3/0/0", "x", "a/b/0"):
+        assert grid.index_of(other) is None
+
+
 def test_canonical_index() -> None:
     assert canonical_index("0", 3) == 0
     assert canonical_index("2", 3) == 2
