@@ -64,7 +64,7 @@ FUSEPY_DEBIAN = Path("/usr/lib/python3/dist-packages/fusepy.py")
 """Debian's python3-fusepy installs fusepy as ``fusepy``; fsspec imports it as ``fuse``."""
 S3RVER_KEY = "S3RVER"
 """s3rver's fixed dummy access key and secret."""
-SECTIONS = ("local", "http", "s3", "listing", "huge", "json")
+SECTIONS = ("local", "http", "s3", "listing", "huge", "json", "gen")
 TOOLS = ("refmount", "cat", "fuse", "raw", "floor")
 TOOL_TITLES = {
     "refmount": "refmount",
@@ -1300,6 +1300,24 @@ def run_json_rss(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict
     return result
 
 
+def run_gen_cost(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Memory and time per ``gen`` key: ``scripts/gen_cost.py`` at 10^7 keys (scaled), in a
+    fresh process, by plain substitution and with jinja (10^6 keys: jinja takes a minute a
+    million)."""
+    keys = max(1000, int(10_000_000 * args.scale) // 1000 * 1000)
+    script = Path(__file__).resolve().parent / "gen_cost.py"
+    result: dict[str, Any] = {}
+    for mode, count, extra in (("substitution", keys, []), ("jinja", keys // 10, ["--jinja"])):
+        output = subprocess.run(
+            [sys.executable, str(script), str(max(1000, count)), "--json", *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        result[mode] = json.loads(output)
+    return result
+
+
 # ------------------------------------------------------------------------------ report
 
 
@@ -1582,6 +1600,30 @@ def build_rows(figures: dict[str, Any]) -> list[Row]:
                 at_least("cat", 2.0),
             )
         )
+    gen = figures.get("gen")
+    if isinstance(gen, dict) and "substitution" in gen:
+        for mode in ("substitution", "jinja"):
+            found = gen.get(mode)
+            if not isinstance(found, dict):
+                continue
+            rows.append(
+                Row(
+                    f"gen {found['keys']} keys ({mode}): RSS per key",
+                    "B",
+                    {"refmount": found["bytes_per_key_after"]},
+                    False,
+                    "≤ 48 B",
+                    absolute(lambda v: v <= 48),
+                )
+            )
+            rows.append(
+                Row(
+                    f"gen {found['keys']} keys ({mode}): load",
+                    "s",
+                    {"refmount": found["seconds"]},
+                    False,
+                )
+            )
     for row in rows:
         row.compute()
     return rows
@@ -1765,6 +1807,7 @@ def main() -> None:
         "listing": run_listing,
         "huge": run_huge,
         "json": run_json_rss,
+        "gen": run_gen_cost,
     }
     started = time.perf_counter()
     fusectl_mounted = mount_fusectl()
