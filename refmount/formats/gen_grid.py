@@ -127,10 +127,11 @@ def refs_inside(
     grids: dict[int, ChunkGrid], keys: Iterable[str]
 ) -> tuple[dict[int, list[str]], set[int]]:
     """Sort the ``refs`` keys inside the grids' directories: return, per grid, the keys that
-    are its chunk keys (to hide), and the nested grids (``/`` between indices) whose index
-    directories hold other keys (to be stored key by key instead: a directory both computed
-    and stored would be refused). Beside its index directories, a grid's directory may hold
-    any key (``.zarray``, ``zarr.json``)."""
+    are its chunk keys (to hide), and the grids with other keys below one of their nodes
+    (below a chunk file, or inside an index directory), which must be stored key by key
+    instead: the tree would refuse such a key with another message than it gives stored keys
+    (or, inside an index directory, refuse what stored keys allow). Beside its nodes, a grid's
+    directory may hold any key (``.zarray``, ``zarr.json``)."""
     arrays = {grid.array: number for number, grid in grids.items()}
     deepest = max((path.count("/") for path in arrays), default=0) + 1
     hidden: dict[int, list[str]] = {}
@@ -147,12 +148,17 @@ def refs_inside(
             grid = grids[number]
             if grid.index_of(key) is not None:
                 hidden.setdefault(number, []).append(key)
-            elif grid.separator == "/" and len(grid.shape) > 1:
-                first = key[position + 1 :].split("/", 1)[0]
-                if canonical_index(first, grid.shape[0]) is not None:
-                    spoiled.add(number)  # inside a directory of the grid
+            elif _first_is_a_grid_name(grid, key[position + 1 :].split("/", 1)[0]):
+                spoiled.add(number)  # below a chunk file, or inside an index directory
             break
     return hidden, spoiled
+
+
+def _first_is_a_grid_name(grid: ChunkGrid, name: str) -> bool:
+    """Return True when ``name`` is a node of ``grid`` right inside its array's directory."""
+    if grid.separator == "/" and len(grid.shape) > 1:
+        return canonical_index(name, grid.shape[0]) is not None
+    return grid.index_of(f"{grid.array}/{name}") is not None
 
 
 @dataclass(frozen=True, slots=True)

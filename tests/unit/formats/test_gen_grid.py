@@ -171,12 +171,21 @@ def test_sizes_ranges_and_presence_are_answered_without_io() -> None:
         v1(item(), item(key="v{{ 'ar' }}/0.0", url="memory://second"), templates=TEMPLATES),
         # a refs key inside a nested grid's directories
         v1(item(key="var/{{i}}/{{j}}"), templates=TEMPLATES, refs={"var/1/x": "x", "var/3": "y"}),
+        # a refs key below a chunk file: refused as a file and a directory, as stored keys are
+        v1(item(), templates=TEMPLATES, refs={"var/1.1/x": "x"}),
     ],
 )
 def test_items_that_are_not_alone_in_a_grid_are_stored(document: dict[str, Any]) -> None:
-    _, generated = loaded(document)
+    references, generated = loaded(document)
     assert generated.items == ()
     assert every_reference(document) == fsspec_references(document)
+    if "var/1.1/x" in document.get("refs", {}):
+        with pytest.raises(ReferenceFormatError) as caught:
+            Tree.build(references.keys(), references.grids, source=SOURCE)
+        assert (caught.value.key, caught.value.problem) == (
+            "var/1.1",
+            "is both a file and a directory",
+        )
 
 
 def test_items_in_separate_directories_are_grids() -> None:
