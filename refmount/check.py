@@ -327,22 +327,36 @@ def _count_explicit(
     """Count and tally every explicit reference; return the count and chunk keys per array.
 
     Only a JSON set stores chunks explicitly: a key below an array's path whose name is not
-    a metadata document is one of its chunks.
+    a metadata document is one of its chunks. The keys of its ``gen`` items kept as chunk
+    grids count as explicit keys too (they are written in the file, as templates).
     """
     count = 0
     chunks: dict[str, int] = {}
     deepest = max((path.count("/") for path in arrays), default=0)
-    keys = references.keys()  # a ReferenceSet is not a mapping
-    for key in keys:
-        reference = references.get(key)
-        if reference is None:
-            continue
+    for key, reference in _explicit_references(references):
         count += 1
         summary.add(key, reference)
         array = _array_of_chunk(key, arrays, deepest) if arrays else None
         if array is not None:
             chunks[array] = chunks.get(array, 0) + 1
     return count, chunks
+
+
+def _explicit_references(references: ReferenceSet) -> Iterator[tuple[str, Reference]]:
+    """Yield every explicit key with its reference: stored keys, then (JSON only) the keys
+    that ``gen`` items generate as chunk grids."""
+    keys = references.keys()  # a ReferenceSet is not a mapping
+    for key in keys:
+        reference = references.get(key)
+        if reference is not None:
+            yield key, reference
+    if isinstance(references, ParquetReferenceSet):
+        return
+    for number, grid in enumerate(references.grids):
+        for index in range(grid.count):
+            chunk = references.chunk(number, index)
+            if chunk is not None:
+                yield grid.key(index), chunk
 
 
 def _array_of_chunk(key: str, arrays: set[str], deepest: int) -> str | None:

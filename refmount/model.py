@@ -94,6 +94,37 @@ class ChunkGrid:
         parts.append(self.separator.join(str(i) for i in indices))
         return "/".join(parts)
 
+    def index_of(self, key: str) -> int | None:
+        """Return the number of the chunk whose key is ``key``, or None when no chunk has it
+        (the indices must be spelled canonically, as ``key`` spells them)."""
+        if not self.shape:
+            return 0 if key == self.key(0) else None
+        head = "/".join(part for part in (self.array, self.prefix) if part)
+        if head:
+            if not key.startswith(head + "/"):
+                return None
+            key = key[len(head) + 1 :]
+        parts = key.split(self.separator)
+        if len(parts) != len(self.shape):
+            return None
+        indices = [
+            canonical_index(part, extent) for part, extent in zip(parts, self.shape, strict=True)
+        ]
+        if any(index is None for index in indices):
+            return None
+        return ravel([index or 0 for index in indices], self.shape)
+
+
+def canonical_index(name: str, extent: int) -> int | None:
+    """Return the chunk index that ``name`` spells, or None unless it is canonical and in range.
+
+    Canonical means plain ASCII decimal without sign, spaces or leading zeros.
+    """
+    if not name.isascii() or not name.isdigit() or (len(name) > 1 and name[0] == "0"):
+        return None
+    value = int(name)
+    return value if value < extent else None
+
 
 def unravel(index: int, shape: Sequence[int]) -> tuple[int, ...]:
     """Return the C-order multi-index of flat ``index`` in a grid of ``shape``."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from refmount.errors import ReferenceFormatError
-from refmount.model import ROOT_INODE, ChunkGrid, Inode, ravel, unravel
+from refmount.model import ROOT_INODE, ChunkGrid, Inode, canonical_index, ravel, unravel
 from refmount.names import NameTable, key_problem
 from refmount.tree_build import (
     BuildDir,
@@ -108,17 +108,6 @@ class Entry(NamedTuple):
     name: str
     inode: Inode
     is_dir: bool
-
-
-def canonical_index(name: str, extent: int) -> int | None:
-    """Return the chunk index that ``name`` spells, or None unless it is canonical and in range.
-
-    Canonical means plain ASCII decimal without sign, spaces or leading zeros.
-    """
-    if not name.isascii() or not name.isdigit() or (len(name) > 1 and name[0] == "0"):
-        return None
-    value = int(name)
-    return value if value < extent else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,7 @@ FUSEPY_DEBIAN = Path("/usr/lib/python3/dist-packages/fusepy.py")
 """Debian's python3-fusepy installs fusepy as ``fusepy``; fsspec imports it as ``fuse``."""
 S3RVER_KEY = "S3RVER"
 """s3rver's fixed dummy access key and secret."""
-SECTIONS = ("local", "http", "s3", "listing", "huge", "json", "decode")
+SECTIONS = ("local", "http", "s3", "listing", "huge", "json", "decode", "gen")
 TOOLS = ("refmount", "cat", "fuse", "raw", "floor", "cfloor", "cfloor_mt")
 TOOL_TITLES = {
     "refmount": "refmount",
@@ -1419,6 +1419,24 @@ def cat_all(files: list[Path], readers: int) -> None:
             raise RuntimeError(f"cat failed with {process.returncode}")
 
 
+def run_gen_cost(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Memory and time per ``gen`` key: ``scripts/gen_cost.py`` at 10^7 keys (scaled), in a
+    fresh process, by plain substitution and with jinja (10^6 keys: jinja takes a minute a
+    million)."""
+    keys = max(1000, int(10_000_000 * args.scale) // 1000 * 1000)
+    script = Path(__file__).resolve().parent / "gen_cost.py"
+    result: dict[str, Any] = {}
+    for mode, count, extra in (("substitution", keys, []), ("jinja", keys // 10, ["--jinja"])):
+        output = subprocess.run(
+            [sys.executable, str(script), str(max(1000, count)), "--json", *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        result[mode] = json.loads(output)
+    return result
+
+
 def run_decode(data: DataSet, workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Decoded MiB/s of a --decode mount read cold by cat (1 and 8 readers) against in-process
     zarr-python reading the same references, with CPU per MiB of each party."""
@@ -1796,6 +1814,30 @@ def build_rows(figures: dict[str, Any]) -> list[Row]:
                     False,
                 )
             )
+    gen = figures.get("gen")
+    if isinstance(gen, dict) and "substitution" in gen:
+        for mode in ("substitution", "jinja"):
+            found = gen.get(mode)
+            if not isinstance(found, dict):
+                continue
+            rows.append(
+                Row(
+                    f"gen {found['keys']} keys ({mode}): RSS per key",
+                    "B",
+                    {"refmount": found["bytes_per_key_after"]},
+                    False,
+                    "≤ 48 B",
+                    absolute(lambda v: v <= 48),
+                )
+            )
+            rows.append(
+                Row(
+                    f"gen {found['keys']} keys ({mode}): load",
+                    "s",
+                    {"refmount": found["seconds"]},
+                    False,
+                )
+            )
     for row in rows:
         row.compute()
     return rows
@@ -1992,6 +2034,7 @@ def main() -> None:
         "huge": run_huge,
         "json": run_json_rss,
         "decode": run_decode,
+        "gen": run_gen_cost,
     }
     started = time.perf_counter()
     fusectl_mounted = mount_fusectl()

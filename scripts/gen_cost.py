@@ -4,7 +4,8 @@ Usage: ``.venv/bin/python scripts/gen_cost.py [KEYS] [--jinja]``. It writes a Ve
 with one ``gen`` item of KEYS keys (``var/{{i}}.{{j}}``, one URL, ranges of 4096 bytes) to a
 temporary directory, loads it and builds the tree as a mount does, and prints one line.
 ``--jinja`` renders each offset with an expression (``{{ (i * 1000 + j) * 4096 }}``), which
-takes jinja's path instead of plain substitution.
+takes jinja's path instead of plain substitution. ``--json`` prints the figures as one JSON
+object instead (``scripts/bench.py`` reads it).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("keys", type=int, nargs="?", default=1_000_000)
     parser.add_argument("--jinja", action="store_true", help="render offsets with jinja")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "gen.json"
@@ -61,6 +63,17 @@ def main() -> int:
         after = resident_kib()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     count = len(references)
+    if args.json:
+        figures = {
+            "keys": count,
+            "jinja": args.jinja,
+            "seconds": seconds,
+            "bytes_per_key_after": (after - before) * 1024 / count,
+            "bytes_per_key_peak": (peak - before) * 1024 / count,
+            "static_nodes": tree.static_count,
+        }
+        print(json.dumps(figures))
+        return 0
     print(
         f"{count} gen keys ({'jinja' if args.jinja else 'substitution'}): {seconds:.1f} s, "
         f"{(after - before) * 1024 / count:.0f} B/key resident after load and tree, "

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 from refmount.errors import ReferenceFormatError
+from refmount.formats.gen_grid import GenGrids
 from refmount.formats.json_stream import stream_document
 from refmount.formats.json_v0 import load_v0
 from refmount.formats.json_v1 import load_v1
@@ -20,13 +21,15 @@ logger = logging.getLogger(__name__)
 
 
 class JsonReferenceSet:
-    """The references of a JSON file: every key is explicit, and there are no chunk grids.
+    """The references of a JSON file: stored keys, and the chunk grids of ``gen`` items.
 
-    The references are kept in a frozen ``CompactReferences``: a few arrays, not one Python
-    object per key; ``get`` builds the ``Reference`` it returns.
+    The stored references are kept in a frozen ``CompactReferences``: a few arrays, not one
+    Python object per key; ``get`` builds the ``Reference`` it returns. ``gen`` items whose
+    keys are a chunk grid are not stored key by key: their references are computed from the
+    chunk's index (``gen_grid``), and the ``refs`` keys they replace are hidden.
     """
 
-    __slots__ = ("_refs", "_source")
+    __slots__ = ("_generated", "_refs", "_source")
 
     def __init__(self, source: str, refs: Mapping[str, Reference]) -> None:
         self._source = source
@@ -36,6 +39,7 @@ class JsonReferenceSet:
                 compact.put(key, reference)
             refs = compact
         self._refs = refs.freeze()
+        self._generated = refs.generated or GenGrids((), ())
 
     @property
     def source(self) -> str:
@@ -43,15 +47,20 @@ class JsonReferenceSet:
         return self._source
 
     def __len__(self) -> int:
-        """Return how many keys the file has."""
-        return len(self._refs)
+        """Return how many keys the file has, generated ones included."""
+        return len(self._refs) - len(self._generated.hidden) + self._generated.count
 
     def keys(self) -> Iterable[str]:
-        """Return every key, in the file's order (``gen`` keys after ``refs`` keys)."""
-        return self._refs.keys()
+        """Return every stored key, in the file's order (``gen`` keys after ``refs`` keys)."""
+        hidden = self._generated.hidden
+        if not hidden:
+            return self._refs.keys()
+        return (key for key in self._refs if key not in hidden)
 
     def get(self, key: str) -> Reference | None:
-        """Return the reference of ``key``, or ``None``."""
+        """Return the reference of stored key ``key``, or ``None``."""
+        if key in self._generated.hidden:
+            return None
         return self._refs.get(key)
 
     def known_lengths(self, prefix: str, names: Sequence[bytes]) -> list[int | None]:
@@ -61,28 +70,29 @@ class JsonReferenceSet:
 
     @property
     def grids(self) -> Sequence[ChunkGrid]:
-        """Return no grids: JSON stores every key explicitly."""
-        return ()
+        """Return the chunk grids of the ``gen`` items kept as grids."""
+        return self._generated.grids
 
     def chunk_is_loaded(self, grid: int, index: int) -> bool:
-        """Raise ``IndexError``: a JSON reference set has no chunk grids."""
-        raise IndexError(f"{self._source} has no chunk grid {grid}")
+        """Return True: a chunk's reference is computed without I/O."""
+        self._generated.items[grid]  # (IndexError for a grid that does not exist)
+        return True
 
     def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
-        """Raise ``IndexError``: a JSON reference set has no chunk grids."""
-        raise IndexError(f"{self._source} has no chunk grid {grid}")
+        """Return the sizes of chunks from ``start`` on (see ``ReferenceSet.chunk_sizes``)."""
+        return self._generated.chunk_sizes(grid, start, stop)
 
     def chunk_ranges(self, grid: int, start: int, stop: int) -> dict[str, ChunkRanges]:
-        """Raise ``IndexError``: a JSON reference set has no chunk grids."""
-        raise IndexError(f"{self._source} has no chunk grid {grid}")
+        """Return, per target URL, the ranges of chunks ``[start, stop)``."""
+        return self._generated.chunk_ranges(grid, start, stop)
 
     def skip_absent(self, grid: int, start: int, stop: int, *, load: bool) -> int:
-        """Raise ``IndexError``: a JSON reference set has no chunk grids."""
-        raise IndexError(f"{self._source} has no chunk grid {grid}")
+        """Return ``start`` (``stop`` for an empty range): no generated chunk is absent."""
+        return self._generated.skip_absent(grid, start, stop)
 
     def chunk(self, grid: int, index: int) -> Reference | None:
-        """Raise ``IndexError``: a JSON reference set has no chunk grids."""
-        raise IndexError(f"{self._source} has no chunk grid {grid}")
+        """Return the reference of chunk ``index`` of grid ``grid``, computed."""
+        return self._generated.chunk(grid, index)
 
 
 def load_json(source: ReferenceSource, options: LoadOptions) -> JsonReferenceSet:

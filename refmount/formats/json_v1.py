@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import itertools
+from array import array
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from refmount.errors import ReferenceFormatError
+from refmount.formats.gen_grid import (
+    GenGrid,
+    GenGrids,
+    IntField,
+    Pieces,
+    UrlField,
+    dimensions_of,
+    grid_layout,
+    leading_literal,
+    refs_inside,
+    render,
+    unreachable,
+)
 from refmount.formats.json_v0 import parse_refs
 from refmount.formats.options import LoadOptions
 from refmount.formats.templates import Templates
@@ -17,7 +32,7 @@ from refmount.formats.values import (
     check_range,
     describe,
 )
-from refmount.model import Whole
+from refmount.model import ChunkGrid, Whole, ravel
 
 _T = TypeVar("_T")
 
@@ -56,11 +71,51 @@ def expand_gen(
     gen: Sequence[object], templates: Templates, parser: ValueParser, refs: CompactReferences
 ) -> None:
     """Add the references of every ``gen`` item to ``refs``; generated keys replace ``refs``
-    keys of the same name."""
-    if gen:
-        refs.expect_duplicates()
-    for index, item in enumerate(gen):
-        GenItem(index, templates, parser).expand(item, refs)
+    keys of the same name.
+
+    Items whose keys are a chunk grid no other item reaches are kept as grids
+    (``refs.generated``, see ``gen_grid``); the others are stored key by key.
+    """
+    items = [GenItem(index, templates, parser) for index in range(len(gen))]
+    candidates: dict[int, ChunkGrid] = {}
+    literals: list[str | None] = []
+    for number, item in enumerate(items):
+        grid, literal = item.layout(gen[number])
+        literals.append(literal)
+        if grid is not None:
+            candidates[number] = grid
+    alone = unreachable(candidates, literals) if candidates else set()
+    grids = {number: candidates[number] for number in sorted(alone)}
+    hidden: dict[int, list[str]] = {}
+    if grids and len(refs):
+        hidden, spoiled = refs_inside(grids, refs)
+        for number in spoiled:
+            del grids[number]
+    made: list[GenGrid] = []
+    for number, item in enumerate(items):
+        grid = grids.get(number)
+        if grid is None:
+            refs.expect_duplicates()
+            item.expand(gen[number], refs)
+        else:
+            made.append(item.expand_grid(gen[number], grid))
+    if made:
+        replaced = (key for number in grids for key in hidden.get(number, ()))
+        refs.generated = GenGrids(made, replaced)
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """The fields of a ``gen`` item, checked (``offset`` and ``length`` only when ``ranged``)."""
+
+    key: str
+    url: str
+    ranged: bool
+    offset: object
+    length: object
+    names: tuple[str, ...]
+    axes: list[Sequence[object]]
+    count: int
 
 
 class GenItem:
@@ -77,14 +132,8 @@ class GenItem:
         """Return the error to raise for this item (and the generated ``key``, if known)."""
         return self._parser.error(key, f"{self._where}: {problem}")
 
-    def expand(self, item: object, out: CompactReferences) -> None:
-        """Add the references that ``item`` generates to ``out``, replacing keys already there.
-
-        Dimensions are combined as a Cartesian product in their order, the first varying
-        slowest; ``key``, ``url``, ``offset`` and ``length`` are rendered with the dimension
-        values and the templates; ``offset`` and ``length`` (both or neither) are then read
-        as integers, and JSON integers are accepted as they are.
-        """
+    def _fields(self, item: object) -> _Item:
+        """Return the fields of ``item`` checked, or raise for the first that is wrong."""
         if not isinstance(item, dict):
             raise self.error(f"must be an object, not {describe(item)}")
         key_text = item.get("key")
@@ -96,47 +145,123 @@ class GenItem:
         if ("offset" in item) != ("length" in item):
             raise self.error("give both 'offset' and 'length', or neither")
         ranged = "offset" in item
-        offset_value: object = item.get("offset")
-        length_value: object = item.get("length")
         dimensions = item.get("dimensions")
         if not isinstance(dimensions, dict):
             raise self.error(f"'dimensions' must be an object, not {describe(dimensions)}")
-        names = tuple(dimensions)
         axes = [self._axis(name, spec) for name, spec in dimensions.items()]
         count = 1
         for axis in axes:
             count *= _length(axis)
         if count > MAX_GEN_KEYS:
             raise self.error(f"generates {count:,} keys, more than {MAX_GEN_KEYS:,}")
-        if count == 0:
-            return  # (itertools.product would still copy every other axis first)
+        offset, length = item.get("offset"), item.get("length")
+        return _Item(key_text, url_text, ranged, offset, length, tuple(dimensions), axes, count)
 
-        render = self._render
+    def layout(self, item: object) -> tuple[ChunkGrid | None, str | None]:
+        """Return the chunk grid ``item``'s keys are, if they are one, and what each of its
+        keys starts with (None when it generates none, or is broken: then the load fails)."""
+        try:
+            fields = self._fields(item)
+        except ReferenceFormatError:
+            return None, None
+        if fields.count == 0:
+            return None, None
+        key = self._templates.pieces(fields.key, fields.names)
+        return grid_layout(key, fields.axes), leading_literal(fields.key, key)
+
+    def expand(self, item: object, out: CompactReferences) -> None:
+        """Add the references that ``item`` generates to ``out``, replacing keys already there.
+
+        Dimensions are combined as a Cartesian product in their order, the first varying
+        slowest; ``key``, ``url``, ``offset`` and ``length`` are rendered with the dimension
+        values and the templates; ``offset`` and ``length`` (both or neither) are then read
+        as integers, and JSON integers are accepted as they are.
+        """
+        fields = self._fields(item)
+        if fields.count == 0:
+            return  # (itertools.product would still copy every other axis first)
+        key_text, url_text, names = fields.key, fields.url, fields.names
+        offset_value, length_value = fields.offset, fields.length
+        render = self.render_text
         parser = self._parser
         offset_constant = _constant(offset_value)
         length_constant = _constant(length_value)
-        for values in itertools.product(*axes):
+        for values in itertools.product(*fields.axes):
             variables = dict(zip(names, values, strict=True))
             key = render(None, key_text, variables, "key")
             url = render(key, url_text, variables, "url")
             if not url:
                 raise self.error(f"the url {url_text!r} renders as an empty string", key)
             resolved = parser.rendered_url(key, url)
-            if not ranged:
+            if not fields.ranged:
                 out.put(key, Whole(resolved))
                 continue
             offset = offset_constant
             if offset is None:
-                offset = self._integer(offset_value, "offset", key, variables)
+                offset = self.integer(offset_value, "offset", key, variables)
             length = length_constant
             if length is None:
-                length = self._integer(length_value, "length", key, variables)
+                length = self.integer(length_value, "length", key, variables)
             problem = check_range(offset, length)
             if problem is not None:
                 raise self.error(problem, key)
             out.put_range(key, resolved, offset, length)
 
-    def _render(
+    def expand_grid(self, item: object, grid: ChunkGrid) -> GenGrid:
+        """Return ``item``, whose keys are the chunk keys of ``grid``, as a ``GenGrid``.
+
+        Every text is rendered at least once per key here, as ``expand`` renders it, and the
+        first failure in key order is raised the same way. A text that plain substitution
+        renders is rendered once for each combination of the dimensions it uses (the first
+        failing combination is in the first failing key), and computed again when asked; a
+        text that takes jinja is rendered for every key and kept as one value per key.
+        """
+        fields = self._fields(item)
+        templates, names, shape = self._templates, fields.names, grid.shape
+        url = templates.pieces(fields.url, names)
+        offset = _int_pieces(templates, fields.offset, names) if fields.ranged else 0
+        length = _int_pieces(templates, fields.length, names) if fields.ranged else 0
+        texts = (url, offset, length)
+        if any(text is None for text in texts):
+            used = set(range(len(shape)))  # a column: every key, in order
+        else:
+            used = {d for text in texts if isinstance(text, tuple) for d in dimensions_of(text)}
+        check = _GridCheck(self, grid, fields)
+        url_ids: dict[str, int] = {}
+        url_column = array("I") if url is None else None
+        offsets = array("q") if offset is None else None
+        lengths = array("q") if length is None else None
+        axes = [range(extent) if d in used else range(1) for d, extent in enumerate(shape)]
+        for indices in itertools.product(*axes):
+            check.indices = indices
+            found_url = check.url(url)
+            if url_column is not None:
+                url_column.append(url_ids.setdefault(found_url, len(url_ids)))
+            if not fields.ranged:
+                continue
+            found_offset = check.number(offset, fields.offset, "offset")
+            found_length = check.number(length, fields.length, "length")
+            problem = check_range(found_offset, found_length)
+            if problem is not None:
+                raise self.error(problem, check.key)
+            if offsets is not None:
+                offsets.append(found_offset)
+            if lengths is not None:
+                lengths.append(found_length)
+        return GenGrid(
+            grid,
+            url_column if url_column is not None else _settled_url(url, check.last_url),
+            _settled_number(offset, offsets) if fields.ranged else None,
+            _settled_number(length, lengths) if fields.ranged else None,
+            tuple(url_ids),
+            self._parser.resolver(),
+        )
+
+    def rendered_url(self, key: str, text: str) -> str:
+        """Return the absolute URL that the rendered ``text`` names (remembered)."""
+        return self._parser.rendered_url(key, text)
+
+    def render_text(
         self, key: str | None, text: str, variables: Mapping[str, object], field: str
     ) -> str:
         """Return ``text`` rendered; errors name this item, ``field`` and ``key``."""
@@ -170,7 +295,7 @@ class GenItem:
             raise self.error(f"dimension {name!r}: 'step' must not be 0")
         return range(start, stop, step)
 
-    def _integer(self, value: object, field: str, key: str, variables: Mapping[str, object]) -> int:
+    def integer(self, value: object, field: str, key: str, variables: Mapping[str, object]) -> int:
         """Return an ``offset`` or ``length``: a JSON integer, or a template rendered and parsed."""
         if type(value) is int:
             return value
@@ -178,11 +303,89 @@ class GenItem:
             raise self.error(
                 f"'{field}' must be a string or an integer, not {describe(value)}", key
             )
-        text = self._render(key, value, variables, field)
+        text = self.render_text(key, value, variables, field)
         try:
             return int(text)
         except ValueError:
             raise self.error(f"{field} {text!r} is not an integer", key) from None
+
+
+class _GridCheck:
+    """Renders the texts of a grid item for one combination of indices after another
+    (``indices``), raising as ``GenItem.expand`` would for the first key that has them."""
+
+    __slots__ = ("_fields", "_grid", "_item", "_last_text", "indices", "last_url")
+
+    def __init__(self, item: GenItem, grid: ChunkGrid, fields: _Item) -> None:
+        self._item = item
+        self._grid = grid
+        self._fields = fields
+        self.indices: tuple[int, ...] = ()
+        self._last_text: str | None = None
+        self.last_url = ""
+
+    @property
+    def key(self) -> str:
+        """Return the first key with the current indices (the others at 0)."""
+        return self._grid.key(ravel(self.indices, self._grid.shape))
+
+    def _variables(self) -> dict[str, object]:
+        return dict(zip(self._fields.names, self.indices, strict=True))
+
+    def url(self, pieces: Pieces | None) -> str:
+        """Return the absolute URL of the current key."""
+        item = self._item
+        if pieces is None:
+            text = item.render_text(self.key, self._fields.url, self._variables(), "url")
+        else:
+            text = render(pieces, self.indices)
+        if text == self._last_text:
+            return self.last_url
+        if not text:
+            problem = f"the url {self._fields.url!r} renders as an empty string"
+            raise item.error(problem, self.key)
+        self.last_url = item.rendered_url(self.key, text)
+        self._last_text = text
+        return self.last_url
+
+    def number(self, text: int | Pieces | None, value: object, field: str) -> int:
+        """Return the offset or length (``field``) of the current key."""
+        if isinstance(text, int):
+            return text
+        if text is None:
+            return self._item.integer(value, field, self.key, self._variables())
+        rendered = render(text, self.indices)
+        try:
+            return int(rendered)
+        except ValueError:
+            raise self._item.error(f"{field} {rendered!r} is not an integer", self.key) from None
+
+
+def _int_pieces(templates: Templates, value: object, names: Sequence[str]) -> int | Pieces | None:
+    """Return an offset or length as a constant or a text plain substitution renders, or None
+    when only jinja renders it (or it is not a string at all: rendering says so)."""
+    constant = _constant(value)
+    if constant is not None:
+        return constant
+    if isinstance(value, str):
+        return templates.pieces(value, names)
+    return None
+
+
+def _settled_url(pieces: Pieces | None, last: str) -> UrlField:
+    """Return how a grid finds its URLs: the one URL every key has, or the text."""
+    assert pieces is not None
+    return pieces if dimensions_of(pieces) else last
+
+
+def _settled_number(text: int | Pieces | None, column: array[int] | None) -> IntField:
+    """Return how a grid finds its offsets or lengths: a constant, a text, or the column."""
+    if column is not None:
+        return column
+    assert text is not None
+    if isinstance(text, int):
+        return text
+    return text if dimensions_of(text) else int(render(text, ()))
 
 
 def _length(axis: Sequence[object]) -> int:
@@ -202,7 +405,7 @@ def _constant(value: object) -> int | None:
         try:
             return int(value)
         except ValueError:
-            return None  # reported, with the key, by GenItem._integer
+            return None  # reported, with the key, by GenItem.integer
     return None
 
 

@@ -7,7 +7,7 @@ import keyword
 import re
 import string
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from refmount.errors import ReferenceFormatError
@@ -141,6 +141,37 @@ class Templates:
             if rendered is not None:
                 return rendered
         return self._render_jinja(key, text, variables, field)
+
+    def pieces(self, text: str, names: Sequence[str]) -> tuple[str | int, ...] | None:
+        """Return ``text`` as literals and variable numbers (positions in ``names``) when
+        plain substitution renders it, with the plain templates folded into the literals;
+        None when it takes jinja.
+
+        ``render`` with variables ``names`` gives the same text, each variable's value
+        written with ``str``: the literals and values joined in order.
+        """
+        plan = _plan(text)
+        if plan is None:
+            return None
+        first, placeholders = plan
+        numbers = {name: number for number, name in enumerate(names)}
+        out: list[str | int] = [first]
+        for name, literal in placeholders:
+            number = numbers.get(name)
+            if number is not None:
+                out.append(number)
+            elif name in self._plain:
+                out.append(self._plain[name])
+            else:
+                return None  # an undefined name or a template function: jinja says which
+            out.append(literal)
+        merged: list[str | int] = []
+        for piece in out:
+            if isinstance(piece, str) and merged and isinstance(merged[-1], str):
+                merged[-1] += piece
+            elif piece != "":
+                merged.append(piece)
+        return tuple(merged)
 
     def _substitute_plain(self, text: str) -> str | None:
         """Render ``text`` by substitution when it is literals and plain templates, else None.

@@ -5,16 +5,21 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import itertools
 import json
 import sys
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from refmount.errors import ReferenceFormatError
 from refmount.formats.options import LoadOptions
 from refmount.model import Inline, Range, Reference, Whole
 from refmount.urls import protocol_of, resolve
+
+if TYPE_CHECKING:
+    from refmount.formats.gen_grid import GenGrids
 
 BASE64_PREFIX = "base64:"
 
@@ -133,6 +138,7 @@ class CompactReferences(Mapping[str, Reference]):
         "_url_ids",
         "_url_table",
         "_urls",
+        "generated",
     )
 
     def __init__(self, unique_keys: bool = False) -> None:
@@ -153,6 +159,9 @@ class CompactReferences(Mapping[str, Reference]):
         self._key_ends = array("q")
         self._order: array[int] | None = None
         self._repeated = False
+        self.generated: GenGrids | None = None
+        """The ``gen`` items kept as chunk grids, whose keys are not stored here (see
+        ``gen_grid``)."""
 
     # ----------------------------------------------------------------- filling
 
@@ -465,6 +474,13 @@ class ValueParser:
         resolved = sys.intern(self._resolve(key, text))
         self._rendered[text] = resolved
         return resolved
+
+    def resolver(self) -> Callable[[str], str]:
+        """Return what makes a rendered URL absolute, as ``rendered_url`` does, remembering
+        nothing (and holding on to nothing of this parser)."""
+        return functools.partial(
+            resolve, base=self._base_url, remote_protocol=self._remote_protocol
+        )
 
     def range(self, key: str, url: str, offset: int, length: int) -> Range:
         """Return ``Range(url, offset, length)`` after checking the numbers."""

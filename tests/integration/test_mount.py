@@ -388,3 +388,31 @@ def test_a_non_empty_mountpoint_needs_nonempty(tmp_path: Path, mount_dir: Path) 
         assert (mount.path / "text").read_bytes() == dataset.expected["text"]
         assert not (mount.path / "hidden.txt").exists()
     assert (mount_dir / "hidden.txt").read_text() == "mine"
+
+
+def test_gen_keys_kept_as_grids_read_and_list_as_fsspec_says(tmp_path: Path) -> None:
+    target = tmp_path / "t.bin"
+    target.write_bytes(os.urandom(4096))
+    item = {
+        "key": "nested/{{i}}/{{j}}",
+        "url": "{{u}}",
+        "offset": "{{ i * 700 + j * 13 }}",  # jinja: one offset kept per key
+        "length": "{{j}}",  # plain substitution: computed when read
+        "dimensions": {"i": {"stop": 5}, "j": {"stop": 6}},
+    }
+    flat = {**item, "key": "flat/{{i}}.{{j}}", "url": str(target), "offset": "{{i}}{{j}}"}
+    document = {
+        "version": 1,
+        "templates": {"u": str(target)},
+        "refs": {"flat/1.2": "replaced by gen", "flat/.zarray": "{}", "r": "x"},
+        "gen": [item, flat],
+    }
+    refs = tmp_path / "refs.json"
+    refs.write_text(json.dumps(document))
+    fs = fsspec.filesystem("reference", fo=str(refs), simple_templates=False)
+    expected = {key: fs.cat(key) for key in fs.references}
+    assert expected["flat/1.2"] == target.read_bytes()[12:14]
+    with mounted(refs, tmp_path / "mnt") as mount:
+        assert tree_of(mount.path) == expected
+        sizes = {e.name: e.stat().st_size for e in os.scandir(mount.path / "nested" / "4")}
+        assert sizes == {str(j): j for j in range(6)}

@@ -7,13 +7,8 @@ import logging
 import pytest
 
 from refmount.errors import ReferenceFormatError
-from refmount.model import ROOT_INODE, ChunkGrid, Inode
-from refmount.tree import (
-    GridChunk,
-    StaticFile,
-    Tree,
-    canonical_index,
-)
+from refmount.model import ROOT_INODE, ChunkGrid, Inode, canonical_index
+from refmount.tree import GridChunk, StaticFile, Tree
 
 
 def names(tree: Tree, inode: Inode, start: int = 0) -> list[str]:
@@ -113,6 +108,24 @@ def test_skip_invalid_mounts_the_rest_with_one_warning_each(
 def test_error_counts_further_invalid_keys() -> None:
     with pytest.raises(ReferenceFormatError, match="and 1 more invalid keys"):
         Tree.build(["", "/x", "ok"], source="refs.json")
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [
+        ChunkGrid("a/b", (3, 4), "."),
+        ChunkGrid("a", (2, 3, 2), "/"),
+        ChunkGrid("", (5,), "."),
+        ChunkGrid("v3", (2, 2), "/", "c"),
+        ChunkGrid("s", (), "."),
+    ],
+)
+def test_chunk_grid_index_of_inverts_key(grid: ChunkGrid) -> None:
+    assert [grid.index_of(grid.key(index)) for index in range(grid.count)] == list(
+        range(grid.count)
+    )
+    for other in ("a/b/3.0", "a/b/01.0", "a/b/0.0.0", "a/2/0/0", "v3/0/0", "x", "a/b/0"):
+        assert grid.index_of(other) is None
 
 
 def test_canonical_index() -> None:

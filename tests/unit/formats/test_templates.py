@@ -194,6 +194,31 @@ def test_fast_path_agrees_with_jinja(text: str, i: object) -> None:
             assert templates.render("k", text, variables) == expected
 
 
+@settings(max_examples=400, deadline=None)
+@given(text=_texts, i=st.integers(0, 10**6))
+def test_pieces_agree_with_rendering(text: str, i: int) -> None:
+    # What a gen grid computes when asked is what rendering gives (jinja decides the rest).
+    templates = Templates(SOURCE, {**PLAIN, "f": "{{c}}"})
+    pieces = templates.pieces(text, ["x_1", "i"])
+    if pieces is None:
+        return
+    values = ("X", i)
+    computed = "".join(p if isinstance(p, str) else str(values[p]) for p in pieces)
+    assert computed == templates.render("k", text, {"x_1": "X", "i": i})
+    expected = _jinja(text, {**PLAIN, "x_1": "X", "i": i})
+    assert computed == expected
+
+
+def test_pieces_fold_plain_templates_and_number_the_variables() -> None:
+    templates = Templates(SOURCE, {"p": "pre", "f": "{{c}}"})
+    assert templates.pieces("{{p}}/{{i}}.{{ j }}", ["i", "j"]) == ("pre/", 0, ".", 1)
+    assert templates.pieces("{{j}}{{i}}", ["i", "j"]) == (1, 0)
+    assert templates.pieces("{{p}}", ["i"]) == ("pre",)
+    assert templates.pieces("{{ i + 1 }}", ["i"]) is None
+    assert templates.pieces("{{f}}", ["i"]) is None  # a template function
+    assert templates.pieces("{{nowhere}}", ["i"]) is None  # undefined: rendering says so
+
+
 # ----------------------------------------------------------------------------- hostile templates
 
 HUGE = 10**9
