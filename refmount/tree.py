@@ -516,18 +516,10 @@ class Tree:
         ``children`` numbers them, from 0) at or after ``position`` is chunk
         ``first + p - position``. None for any other directory.
         """
-        if self.is_static(inode):
-            block = self._blocks_by_owner.get(inode)
-            if block is None:
-                return None
-            level: int | None = None
-            index, skip = 0, self._child_count[inode]
-        else:
-            block, level, index = self._grid_node(inode)
-            if block.is_leaf(level):
-                return None
-            skip = 0
-        child_level, first, count = block.child_range(level, index)
+        found = self._grid_entries(inode)
+        if found is None:
+            return None
+        block, child_level, first, skip, count = found
         if not block.is_leaf(child_level):
             return None
         return LeafChunks(block.grid_id, block.chunk_index(child_level, first), skip, count)
@@ -535,6 +527,17 @@ class Tree:
     def chunk_spans(self, inode: Inode) -> ChunkSpans | None:
         """Say which chunks each grid entry of a directory holds (a listing skips the entries
         that hold no present chunk); None for a directory without grid entries."""
+        found = self._grid_entries(inode)
+        if found is None:
+            return None
+        block, child_level, first, skip, count = found
+        span = block.span(child_level)
+        return ChunkSpans(block.grid_id, first * span, skip, count, span)
+
+    def _grid_entries(self, inode: Inode) -> tuple[_GridBlock, int, int, int, int] | None:
+        """Return the grid entries a directory lists: their block, level, first index, how
+        many static entries come before them, and how many; None for a grid leaf or a static
+        directory without grid entries."""
         if self.is_static(inode):
             block = self._blocks_by_owner.get(inode)
             if block is None:
@@ -547,8 +550,7 @@ class Tree:
                 return None
             skip = 0
         child_level, first, count = block.child_range(level, index)
-        span = block.span(child_level)
-        return ChunkSpans(block.grid_id, first * span, skip, count, span)
+        return block, child_level, first, skip, count
 
     def _grid_children(
         self, block: _GridBlock, level: int | None, index: int, start: int, offset: int

@@ -43,15 +43,7 @@ def test_gdal_kerchunk_json_v0_fixture(tmp_path: Path) -> None:
         assert json.loads((root / ".zgroup").read_bytes()) == {"zarr_format": 2}
         zarray = json.loads((root / "x" / ".zarray").read_bytes())
         assert np.frombuffer((root / "x" / "0").read_bytes(), zarray["dtype"]).tolist() == [1]
-        if shutil.which("gdalmdiminfo") is not None:  # GDAL reads its own fixture: x is [1]
-            result = subprocess.run(
-                ["gdalmdiminfo", "-detailed", str(root)],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=True,
-            )
-            assert json.loads(result.stdout)["arrays"]["x"]["values"] == [1]
+        assert gdal_reads(root, "x") in (None, [1])  # GDAL reads its own fixture: x is [1]
 
 
 def write_fsspec_parquet(directory: Path, engine: str) -> np.ndarray[Any, np.dtype[np.int32]]:
