@@ -117,8 +117,8 @@ malformed reference file.
 
 
 MAX_REFS_SIZE_HELP = (
-    "largest reference file, as stored and once decompressed, e.g. 2G "
-    "(default: 16G or half the available memory, whichever is less)"
+    "largest reference file, as stored and once decompressed, and most memory its gen "
+    "keys may take, e.g. 2G (default: 16G or half the available memory, whichever is less)"
 )
 
 

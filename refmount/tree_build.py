@@ -13,7 +13,7 @@ import collections
 import itertools
 import operator
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 from refmount.model import ROOT_INODE
 from refmount.names import key_problem
@@ -40,11 +40,14 @@ one problem per depth.
 class BuildDir:
     """A directory while the tree is being built.
 
-    Subdirectories are in ``dirs`` (None until there is one). File names are kept as UTF-8,
-    about 15 bytes a name instead of the 100 or so of a ``str`` in a dict, which matters in a
-    directory of a million chunks: ``blob`` is empty while there is no file, is the one name
-    while there is one, and otherwise holds the names one after the other, name ``j`` ending
-    at ``ends[j]`` (``ends`` is None until then: a directory of one chunk is common too).
+    Subdirectories are in ``dirs`` once there are two or more; while there is one it is
+    ``lone`` (named ``lone_name``), so that a chain of directories with one subdirectory each
+    (a key thousands of directories deep) costs no dict per directory (``subdir``, ``subdirs``
+    and ``pop_subdir`` see both). File names are kept as UTF-8, about 15 bytes a name instead
+    of the 100 or so of a ``str`` in a dict, which matters in a directory of a million chunks:
+    ``blob`` is empty while there is no file, is the one name while there is one, and
+    otherwise holds the names one after the other, name ``j`` ending at ``ends[j]`` (``ends``
+    is None until then: a directory of one chunk is common too).
     UTF-8 bytes sort like the code points they encode, so encoded names compare as ``str``
     would; names are never empty.
 
@@ -60,13 +63,25 @@ class BuildDir:
     ``hidden`` (also subdirectories, or removed with ``remove``) are not part of the tree.
     """
 
-    __slots__ = ("arrivals", "blob", "created", "dirs", "ends", "hidden", "runs")
+    __slots__ = (
+        "arrivals",
+        "blob",
+        "created",
+        "dirs",
+        "ends",
+        "hidden",
+        "lone",
+        "lone_name",
+        "runs",
+    )
 
     def __init__(self, created: int | None) -> None:
         self.created = created
         """The index of the key (or grid) whose arrival made this directory, when its parent
         may have had a file of the same name by then (None when it surely had not)."""
         self.dirs: dict[str, BuildDir] | None = None
+        self.lone: BuildDir | None = None
+        self.lone_name = ""
         self.blob: bytes | bytearray = b""
         self.ends: array[int] | None = None
         self.arrivals: array[int] | None = None
@@ -100,17 +115,42 @@ class BuildDir:
 
     def subdirectory(self, name: str, arrival: int) -> BuildDir:
         """Return the subdirectory ``name``, made now (by key number ``arrival``) if need be."""
-        dirs = self.dirs
-        if dirs is None:
-            dirs = self.dirs = {}
-        child = dirs.get(name)
+        child = self.subdir(name)
         if child is None:
             # With one run so far the names are sorted, and a name not there now is refused
             # later: only a file that came first can also be this directory.
             clash = bool(self.blob) and (
                 self.runs is not None or self.find(name.encode()) is not None
             )
-            child = dirs[name] = BuildDir(arrival if clash else None)
+            child = BuildDir(arrival if clash else None)
+            if self.dirs is not None:
+                self.dirs[name] = child
+            elif self.lone is None:
+                self.lone, self.lone_name = child, name
+            else:
+                self.dirs = {self.lone_name: self.lone, name: child}
+                self.lone, self.lone_name = None, ""
+        return child
+
+    def subdir(self, name: str) -> BuildDir | None:
+        """Return the subdirectory ``name``, if there is one."""
+        if self.dirs is not None:
+            return self.dirs.get(name)
+        return self.lone if self.lone is not None and self.lone_name == name else None
+
+    def subdirs(self) -> Collection[tuple[str, BuildDir]]:
+        """Return the subdirectories, as ``(name, directory)``."""
+        if self.dirs is not None:
+            return self.dirs.items()
+        return () if self.lone is None else ((self.lone_name, self.lone),)
+
+    def pop_subdir(self, name: str) -> BuildDir | None:
+        """Remove the subdirectory ``name`` and return it (None when there is none)."""
+        if self.dirs is not None:
+            return self.dirs.pop(name, None)
+        child = self.subdir(name)
+        if child is not None:
+            self.lone, self.lone_name = None, ""
         return child
 
     # ----------------------------------------------------------------- once they are all in
@@ -126,7 +166,7 @@ class BuildDir:
             for arrival, repeat in self._sort():
                 problems.append((arrival, "/".join([*parts, repeat.decode()]), "duplicate key"))
             self.runs = self.arrivals = None
-        for name, child in (self.dirs or {}).items():
+        for name, child in self.subdirs():
             if child.created is not None and self.find(name.encode()) is not None:
                 self.hide(name)
                 problems.append((child.created, "/".join([*parts, name]), _BOTH))
@@ -191,7 +231,7 @@ class BuildDir:
         """Return True when ``name`` is a file of this directory."""
         if self.hidden is not None and name in self.hidden:
             return False
-        if self.dirs is not None and name in self.dirs:
+        if self.subdir(name) is not None:
             return False
         return self.find(name.encode()) is not None
 
@@ -353,7 +393,7 @@ def insert_keys(root: BuildDir, keys: Iterable[str], problems: list[Problem]) ->
             directory = descend(root, path.split("/") if path else [], index)
             last_path = path
         leaf = key[cut + 1 :]
-        if directory.dirs is not None and leaf in directory.dirs:
+        if directory.subdir(leaf) is not None:
             problems.append((index, key, _BOTH))
         else:
             directory.add_file(leaf.encode(), index)
@@ -372,13 +412,13 @@ def settle(root: BuildDir, problems: list[Problem]) -> None:
     """Settle every directory (see ``BuildDir.settle``), adding what they find to ``problems``."""
     parts: list[str] = []  # the path of the directory whose children ``stack[-1]`` yields
     root.settle(parts, problems)
-    stack = [iter((root.dirs or {}).items())]
+    stack = [iter(root.subdirs())]
     while stack:
         for name, child in stack[-1]:
             parts.append(name)
             child.settle(parts, problems)
-            if child.dirs:
-                stack.append(iter(child.dirs.items()))
+            if child.subdirs():
+                stack.append(iter(child.subdirs()))
                 break
             parts.pop()
         else:
@@ -465,12 +505,12 @@ def _number_children(
     The file names are sorted already: the subdirectories go in between them, the hidden
     names are left out, and the runs of file names in between are copied in bulk.
     """
-    if directory.dirs is None and directory.hidden is None:
+    dirs = directory.subdirs()
+    if not dirs and directory.hidden is None:
         columns.add_files(inode, directory, 0, directory.file_count())
         return
-    dirs = directory.dirs or {}
     ranges = collections.deque(directory.listed_ranges())
-    for name in sorted(dirs):
+    for name, child in sorted(dirs, key=operator.itemgetter(0)):
         encoded = name.encode()
         at = directory.position(encoded) if ranges else 0
         while ranges and ranges[0][0] < at:
@@ -479,7 +519,7 @@ def _number_children(
                 ranges.appendleft((at, stop))
             columns.add_files(inode, directory, start, min(stop, at))
         inodes.append(columns.add(inode, encoded, is_dir=True))
-        queue.append(dirs[name])
+        queue.append(child)
     for start, stop in ranges:
         columns.add_files(inode, directory, start, stop)
 
@@ -489,12 +529,13 @@ def remove(root: BuildDir, path: str) -> list[str]:
     *parents, name = path.split("/")
     directory = root
     for part in parents:
-        child = (directory.dirs or {}).get(part)
+        child = directory.subdir(part)
         if child is None:
             return []
         directory = child
-    if directory.dirs is not None and name in directory.dirs:
-        return _file_keys(directory.dirs.pop(name), path)
+    child = directory.pop_subdir(name)
+    if child is not None:
+        return _file_keys(child, path)
     if directory.has_file(name):
         directory.hide(name)
         return [path]
@@ -508,5 +549,5 @@ def _file_keys(directory: BuildDir, path: str) -> list[str]:
     while stack:
         prefix, current = stack.pop()
         keys.extend(f"{prefix}/{name}" for name in current.file_names())
-        stack.extend((f"{prefix}/{name}", child) for name, child in (current.dirs or {}).items())
+        stack.extend((f"{prefix}/{name}", child) for name, child in current.subdirs())
     return sorted(keys)

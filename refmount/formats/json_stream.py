@@ -272,5 +272,5 @@ def _stream_v1(
     if gen:
         if len(set(out.keys())) != len(out):
             return None  # a repeated refs key: json.loads keeps its last value
-        expand_gen(gen, templates, parser, out)
+        expand_gen(gen, templates, parser, out, options.size_cap())
     return out

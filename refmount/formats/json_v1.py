@@ -37,7 +37,16 @@ from refmount.model import ChunkGrid, Whole, ravel
 _T = TypeVar("_T")
 
 MAX_GEN_KEYS = 100_000_000
-"""The most keys one ``gen`` item may generate (more could never fit in memory anyway)."""
+"""The most keys one ``gen`` item stored key by key may generate, and the most combinations
+of its dimensions a grid item may render at load."""
+
+GEN_KEY_COST = 300
+"""Bytes of memory one ``gen`` key stored key by key is counted at against the cap on the
+reference file (``--max-refs-size``), besides one byte per character of the key: what it
+costs at the peak of a load (283 B measured at 10^7 keys, see docs/performance.md)."""
+
+GRID_COLUMN_COST = 8
+"""Bytes one key of a grid item costs per text kept as a column (only jinja renders it)."""
 
 
 def load_v1(
@@ -63,20 +72,26 @@ def load_v1(
     raw_refs = _member(document, "refs", dict, {}, "an object", source)
     refs = parse_refs(raw_refs, parser, on_invalid, consume, options.progress)
     gen = _member(document, "gen", list, [], "a list", source)
-    expand_gen(gen, templates, parser, refs)
+    expand_gen(gen, templates, parser, refs, options.size_cap())
     return refs
 
 
 def expand_gen(
-    gen: Sequence[object], templates: Templates, parser: ValueParser, refs: CompactReferences
+    gen: Sequence[object],
+    templates: Templates,
+    parser: ValueParser,
+    refs: CompactReferences,
+    cap: int,
 ) -> None:
     """Add the references of every ``gen`` item to ``refs``; generated keys replace ``refs``
     keys of the same name.
 
     Items whose keys are a chunk grid no other item reaches are kept as grids
-    (``refs.generated``, see ``gen_grid``); the others are stored key by key.
+    (``refs.generated``, see ``gen_grid``); the others are stored key by key. What the items
+    cost in memory counts against ``cap`` (see ``GenBudget``), before anything is generated.
     """
-    items = [GenItem(index, templates, parser) for index in range(len(gen))]
+    budget = GenBudget(cap)
+    items = [GenItem(index, templates, parser, budget) for index in range(len(gen))]
     candidates: dict[int, ChunkGrid] = {}
     literals: list[str | None] = []
     for number, item in enumerate(items):
@@ -91,6 +106,9 @@ def expand_gen(
         hidden, spoiled = refs_inside(grids, refs)
         for number in spoiled:
             del grids[number]
+    for number, item in enumerate(items):
+        if number not in grids:
+            item.reserve(gen[number])
     made: list[GenGrid] = []
     for number, item in enumerate(items):
         grid = grids.get(number)
@@ -102,6 +120,28 @@ def expand_gen(
     if made:
         replaced = (key for number in grids for key in hidden.get(number, ()))
         refs.generated = GenGrids(made, replaced)
+
+
+class GenBudget:
+    """What the ``gen`` items of one file may cost in memory: ``cap`` bytes, the cap on the
+    reference file (``--max-refs-size``), in all.
+
+    A key stored key by key is counted at ``GEN_KEY_COST`` bytes when its item is reserved
+    (before any item is generated: the number of keys is known from the dimensions), and
+    one byte per character of the key as it is generated. A grid item costs what its columns
+    hold (``GRID_COLUMN_COST`` bytes per key and column), counted before it is filled.
+    """
+
+    __slots__ = ("cap", "spent")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.spent = 0
+
+    def over(self, cost: int) -> bool:
+        """Count ``cost`` more bytes; return True when the total is now over the cap."""
+        self.spent += cost
+        return self.spent > self.cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +161,15 @@ class _Item:
 class GenItem:
     """Expands one ``gen`` item into references."""
 
-    __slots__ = ("_parser", "_templates", "_where")
+    __slots__ = ("_budget", "_parser", "_templates", "_where")
 
-    def __init__(self, index: int, templates: Templates, parser: ValueParser) -> None:
+    def __init__(
+        self, index: int, templates: Templates, parser: ValueParser, budget: GenBudget
+    ) -> None:
         self._where = f"gen item {index}"
         self._templates = templates
         self._parser = parser
+        self._budget = budget
 
     def error(self, problem: str, key: str | None = None) -> ReferenceFormatError:
         """Return the error to raise for this item (and the generated ``key``, if known)."""
@@ -152,8 +195,6 @@ class GenItem:
         count = 1
         for axis in axes:
             count *= _length(axis)
-        if count > MAX_GEN_KEYS:
-            raise self.error(f"generates {count:,} keys, more than {MAX_GEN_KEYS:,}")
         offset, length = item.get("offset"), item.get("length")
         return _Item(key_text, url_text, ranged, offset, length, tuple(dimensions), axes, count)
 
@@ -168,6 +209,35 @@ class GenItem:
             return None, None
         key = self._templates.pieces(fields.key, fields.names)
         return grid_layout(key, fields.axes), leading_literal(fields.key, key)
+
+    def too_costly(self, fields: _Item, what: str) -> ReferenceFormatError:
+        """Return the error for an item whose keys (``what``) would take more memory than the
+        budget allows."""
+        budget = self._budget
+        return self.error(
+            f"key {fields.key!r}: {what}, more than the {budget.cap:,} bytes allowed, the "
+            "limit on a reference file (--max-refs-size, -o max_refs_size=SIZE)"
+        )
+
+    def reserve(self, item: object) -> None:
+        """Count what ``item``, stored key by key, costs before its keys' text against the
+        budget, or raise: too many keys, or more memory than the budget has left."""
+        try:
+            fields = self._fields(item)
+        except ReferenceFormatError:
+            return  # raised by expand, in the order of the items
+        count = fields.count
+        if count > MAX_GEN_KEYS:
+            raise self.error(f"generates {count:,} keys, more than {MAX_GEN_KEYS:,}")
+        cost = count * GEN_KEY_COST
+        if self._budget.over(cost):
+            spent = self._budget.spent
+            before = "" if spent == cost else " with the gen items before it"
+            raise self.too_costly(
+                fields,
+                f"its {count:,} keys, stored one by one at {GEN_KEY_COST} bytes each plus "
+                f"their text, would take at least {spent:,} bytes{before}",
+            )
 
     def expand(self, item: object, out: CompactReferences) -> None:
         """Add the references that ``item`` generates to ``out``, replacing keys already there.
@@ -186,9 +256,16 @@ class GenItem:
         parser = self._parser
         offset_constant = _constant(offset_value)
         length_constant = _constant(length_value)
+        budget = self._budget
         for values in itertools.product(*fields.axes):
             variables = dict(zip(names, values, strict=True))
             key = render(None, key_text, variables, "key")
+            if budget.over(len(key)):
+                raise self.too_costly(
+                    fields,
+                    f"its keys, stored one by one at {GEN_KEY_COST} bytes each plus their "
+                    f"text, take more than that by key {key!r}",
+                )
             url = render(key, url_text, variables, "url")
             if not url:
                 raise self.error(f"the url {url_text!r} renders as an empty string", key)
@@ -232,6 +309,7 @@ class GenItem:
         offsets = array("q") if offset is None else None
         lengths = array("q") if length is None else None
         axes = [range(extent) if d in used else range(1) for d, extent in enumerate(shape)]
+        self._reserve_grid(fields, axes, (url_column, offsets, lengths))
         for indices in itertools.product(*axes):
             check.indices = indices
             found_url = check.url(url)
@@ -256,6 +334,26 @@ class GenItem:
             tuple(url_ids),
             self._parser.resolver(),
         )
+
+    def _reserve_grid(
+        self, fields: _Item, axes: Sequence[range], columns: Sequence[array[int] | None]
+    ) -> None:
+        """Raise unless a grid item renders at most ``MAX_GEN_KEYS`` combinations of its
+        dimensions (``axes``) at load and its ``columns`` fit in the budget."""
+        renders = 1
+        for axis in axes:
+            renders *= len(axis)
+        if renders > MAX_GEN_KEYS:
+            raise self.error(
+                f"renders {renders:,} combinations of its dimensions, more than {MAX_GEN_KEYS:,}"
+            )
+        kept = sum(column is not None for column in columns)
+        if kept and self._budget.over(fields.count * kept * GRID_COLUMN_COST):
+            raise self.too_costly(
+                fields,
+                f"its {fields.count:,} keys keep {kept} value(s) of {GRID_COLUMN_COST} bytes "
+                f"each: {self._budget.spent:,} bytes with the gen items before it",
+            )
 
     def rendered_url(self, key: str, text: str) -> str:
         """Return the absolute URL that the rendered ``text`` names (remembered)."""

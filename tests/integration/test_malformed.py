@@ -11,6 +11,7 @@ import lzma
 import os
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -171,7 +172,11 @@ JSON_CASES = [
         key="g/0",
     ),
     gen("gen-length-negative", {"offset": "0", "length": "-{{i}}1"}, "negative length", "g/0"),
-    gen("gen-too-many-keys", {"dimensions": {"i": {"stop": 10**12}}}, "more than 100,000,000"),
+    gen(
+        "gen-too-many-keys",
+        {"key": "g{{i}}", "dimensions": {"i": {"stop": 10**12}}},
+        "more than 100,000,000",
+    ),
     gen("gen-offset-a-float", {"offset": 1.5, "length": 2}, "'offset' must be a string"),
     v0("offset-negative", {"negoff": ["data.bin", -1, 5]}, "negative offset -1"),
     v0("length-negative", {"neglen": ["data.bin", 0, -5]}, "negative length -5"),
@@ -873,3 +878,29 @@ def test_a_remote_reference_file_counts_against_the_cap_as_it_streams(
     assert "is more than 1,048,576 bytes" in outcome.stderr
     # the body is 128 MiB: read whole it would show here, read as a stream it does not
     assert outcome.peak_kib < 100 * 1024, outcome.peak_kib
+
+
+@pytest.mark.parametrize("command", [(), ("check",), ("--skip-invalid",)])
+def test_gen_keys_stored_one_by_one_count_against_the_cap(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    refs = tmp_path / "refs.json"
+    # not a chunk grid's keys (no directory): stored one by one, 30 GB at the peak of a load
+    item = {"key": "k{{i}}", "url": "data.bin", "dimensions": {"i": {"stop": 10**8}}}
+    refs.write_text(json.dumps({"version": 1, "refs": {"ok": OK}, "gen": [item]}))
+    (tmp_path / "mnt").mkdir()
+    checking = command == ("check",)
+    where = () if checking else ("-f", str(refs), str(tmp_path / "mnt"))
+    started = time.monotonic()
+    outcome = run_bounded(tmp_path, *command, *where, *((str(refs),) if checking else ()))
+    assert time.monotonic() - started < 60  # generous: refused before any key is made
+    problem = "gen item 0: key 'k{{i}}': its 100,000,000 keys, stored one by one"
+    if checking:  # check prints its summary, the problem in it
+        assert outcome.status == 2, outcome.stderr
+        assert problem in outcome.stdout
+        assert "(--max-refs-size" in outcome.stdout
+        assert outcome.peak_kib < PEAK_KIB, outcome.peak_kib
+        return
+    assert_refused(outcome, refs, problem)
+    assert "-o max_refs_size=SIZE)" in outcome.stderr
+    assert not is_mounted(tmp_path / "mnt")

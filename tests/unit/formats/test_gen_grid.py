@@ -14,7 +14,7 @@ import pytest
 from refmount.errors import ReferenceFormatError
 from refmount.formats.gen_grid import GenGrids
 from refmount.formats.json_refs import JsonReferenceSet, load_json
-from refmount.formats.json_v1 import load_v1
+from refmount.formats.json_v1 import GRID_COLUMN_COST, load_v1
 from refmount.formats.options import LoadOptions
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
 from refmount.tree import GridChunk, StaticFile, Tree
@@ -268,3 +268,38 @@ def test_memory_per_generated_key_is_small(tmp_path: Path, offset: str, most: fl
     held, peak = bytes_per_key(document, tmp_path / "refs.json", 100_000)
     assert held < most
     assert peak < 64
+
+
+def test_a_grid_item_of_a_billion_keys_costs_nothing_against_the_cap() -> None:
+    dimensions = {"i": {"stop": 10**5}, "j": {"stop": 10**4}}
+    document = v1(item(dimensions=dimensions, offset="0"), templates=TEMPLATES)
+    refs = load_v1(document, SOURCE, "/refs", LoadOptions(max_size=1))
+    assert refs.generated is not None
+    assert refs.generated.count == 10**9
+    assert refs.generated.chunk(0, 10**9 - 1) == Range("memory://host/data.bin", 0, 10)
+
+
+def test_a_grid_item_renders_at_most_a_hundred_million_combinations_at_load() -> None:
+    # the offset uses both dimensions: every key would be rendered at load
+    fields: dict[str, Any] = {
+        "offset": "{{i}}{{j}}",
+        "dimensions": {"i": {"stop": 10**5}, "j": {"stop": 10**4}},
+    }
+    with pytest.raises(ReferenceFormatError, match="renders 1,000,000,000 combinations"):
+        load_v1(v1(item(**fields), templates=TEMPLATES), SOURCE, "/refs", LoadOptions())
+
+
+def test_the_columns_of_a_grid_item_count_against_the_cap() -> None:
+    fields: dict[str, Any] = {
+        "offset": "{{ i * 4 + j }}",
+        "dimensions": {"i": {"stop": 30}, "j": {"stop": 4}},
+    }
+    cap = 120 * GRID_COLUMN_COST
+    assert load_v1(
+        v1(item(**fields), templates=TEMPLATES), SOURCE, "/refs", LoadOptions(max_size=cap)
+    ).generated
+    with pytest.raises(ReferenceFormatError, match="its 120 keys keep 1 value") as caught:
+        load_v1(
+            v1(item(**fields), templates=TEMPLATES), SOURCE, "/refs", LoadOptions(max_size=cap - 1)
+        )
+    assert "--max-refs-size" in caught.value.problem

@@ -11,7 +11,7 @@ import pytest
 
 from refmount.errors import ReferenceFormatError
 from refmount.formats.json_refs import load_document, load_json
-from refmount.formats.json_v1 import load_v1
+from refmount.formats.json_v1 import GEN_KEY_COST, load_v1
 from refmount.formats.options import LoadOptions
 from refmount.model import Inline, Range, Reference, Whole
 from tests.fakes import LocalSource
@@ -380,3 +380,31 @@ def test_gen_with_an_empty_dimension_and_a_huge_one_generates_nothing() -> None:
     # regression: itertools.product copied the huge dimension before finding the empty one
     item = gen_item(key="k{{i}}{{j}}", dimensions={"i": {"stop": 10**12}, "j": []})
     assert expand(v1(gen=[item])) == {}
+
+
+def test_gen_keys_stored_one_by_one_over_the_cap_are_refused_before_any_is_generated() -> None:
+    # every key would fail to render: the cap is found first, from the dimensions alone
+    item = gen_item(key="k{{ nope }}{{i}}", dimensions={"i": {"stop": 1000}})
+    error = problem_of(v1(gen=[item]), max_size=1000 * GEN_KEY_COST - 1)
+    assert error.key is None
+    assert error.problem.startswith("gen item 0: key 'k{{ nope }}{{i}}': its 1,000 keys")
+    assert f"at least {1000 * GEN_KEY_COST:,} bytes, more" in error.problem
+    assert f"more than the {1000 * GEN_KEY_COST - 1:,} bytes allowed" in error.problem
+    assert "(--max-refs-size, -o max_refs_size=SIZE)" in error.problem
+
+
+def test_the_cost_of_gen_items_adds_up_over_the_file() -> None:
+    first = gen_item(key="a{{i}}", dimensions={"i": {"stop": 10}})
+    second = gen_item(key="b{{ nope }}", dimensions={"i": {"stop": 10}})
+    error = problem_of(v1(gen=[first, second]), max_size=15 * GEN_KEY_COST)
+    assert error.problem.startswith("gen item 1: key 'b{{ nope }}': its 10 keys")
+    assert f"at least {20 * GEN_KEY_COST:,} bytes with the gen items before it" in error.problem
+
+
+def test_the_text_of_gen_keys_counts_as_they_are_generated() -> None:
+    item = gen_item(key="k{{i}}", dimensions={"i": {"stop": 10}})  # 2 characters each
+    cap = 10 * GEN_KEY_COST + 2 * 10
+    assert len(expand(v1(gen=[item]), max_size=cap)) == 10
+    error = problem_of(v1(gen=[item]), max_size=cap - 1)
+    assert error.problem.startswith("gen item 0: key 'k{{i}}': its keys, stored one by one")
+    assert "by key 'k9'" in error.problem
