@@ -48,6 +48,9 @@ MOUNTS = [
     ("hdf5", "json"),
     ("hdf5", "parquet"),
     ("tiff", "json"),
+    ("tifflzw", "json"),
+    ("tiffdeflate", "json"),
+    ("tiffpackbits", "json"),
     ("zarr2", "json"),
     ("zarr3", "json"),
 ]
@@ -57,10 +60,15 @@ ARRAYS = {
     "netcdf3": ("t", "e"),
     "hdf5": ("a/b/c/values", "a/scalar", "data"),
     "tiff": ("",),
+    "tifflzw": ("",),
+    "tiffdeflate": ("",),
+    "tiffpackbits": ("",),
     "zarr2": tuple(name for name, *_ in sources.ZARR2_ARRAYS),
     "zarr3": ("transposed",),
 }
 V2 = [key for key in ALL if not key.startswith("zarr3")]
+TIFFS = ("tifflzw", "tiffdeflate", "tiffpackbits")
+"""Tiled TIFFs whose codecs are imagecodecs' (LZW and deflate with the predictor, PackBits)."""
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +80,10 @@ def decoded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Moun
         "hdf5": sources.hdf5(root / "originals"),
         "tiff": sources.tiff(root / "originals"),
     }
+    pytest.importorskip("imagecodecs", reason="tifffile writes LZW and PackBits with imagecodecs")
+    made["tifflzw"] = sources.tiff(root / "originals", "lzw", predictor=True)
+    made["tiffdeflate"] = sources.tiff(root / "originals", "adobe_deflate", predictor=True)
+    made["tiffpackbits"] = sources.tiff(root / "originals", "packbits")
     pytest.importorskip("scipy", reason="kerchunk's netCDF3 scanner needs scipy")
     made["netcdf3"] = sources.netcdf3(root / "originals")
     made["zarr2"], made["zarr3"] = sources.zarr_codecs(root / "originals")
@@ -143,6 +155,7 @@ GDALINFO_CASES = [
     ("hdf5-json", "a/b/c/values", ":/a/b/c/values"),
     ("hdf5-parquet", "data", ":/data"),
     ("tiff-json", "", ""),
+    *((f"{tiff}-json", "", "") for tiff in TIFFS),
     *(("zarr2-json", name, f":/{name}") for name in ARRAYS["zarr2"]),
 ]
 
@@ -171,7 +184,10 @@ def test_gdalinfo_statistics_equal_numpy(
 
 
 @pytest.mark.interop
-@pytest.mark.parametrize(("key", "name", "suffix"), [("tiff-json", "", ""), *GDALINFO_CASES[:2]])
+@pytest.mark.parametrize(
+    ("key", "name", "suffix"),
+    [("tiff-json", "", ""), *((f"{tiff}-json", "", "") for tiff in TIFFS), *GDALINFO_CASES[:2]],
+)
 def test_gdal_translate_copies_the_original_values(
     decoded: dict[str, Mounted], tmp_path: Path, key: str, name: str, suffix: str
 ) -> None:
