@@ -9,6 +9,14 @@ decompress with an output limit; blosc and lz4 have the size their header declar
 against the bound before anything is allocated. Filters work element by element on what the
 compressor produced, so their output is bounded too; the final size must be exactly
 ``prod(chunks) * itemsize``.
+
+The TIFF codecs tifffile's references name (kerchunk's ``tiff_to_zarr``) are built here by
+name too, never through imagecodecs' numcodecs registry: LZW and PackBits carry no decoded
+size, so they decode into a buffer of the bound plus one byte (imagecodecs' LZW stops at the
+end of ``out``, its PackBits raises): a chunk that fills it is larger than declared.
+``imagecodecs_zstd`` is a plain zstd frame; ``imagecodecs_delta`` (the horizontal predictor)
+keeps its input's size. JPEG and the other image codecs are lossy or carry their own image
+size, and are served as stored.
 """
 
 from __future__ import annotations
@@ -28,7 +36,18 @@ import numpy as np
 import zstandard
 from numcodecs.abc import Codec
 
-COMPRESSORS = ("zlib", "gzip", "bz2", "lzma", "zstd", "blosc", "lz4")
+COMPRESSORS = (
+    "zlib",
+    "gzip",
+    "bz2",
+    "lzma",
+    "zstd",
+    "blosc",
+    "lz4",
+    "imagecodecs_lzw",
+    "imagecodecs_packbits",
+    "imagecodecs_zstd",
+)
 """Byte-to-byte codecs decoded with an output bound."""
 
 FILTERS: Mapping[str, type[Codec]] = {
@@ -46,7 +65,10 @@ FILTERS: Mapping[str, type[Codec]] = {
 }
 """Numeric filters and checksums: their output is a fixed multiple of their input."""
 
-ALLOWED = frozenset(COMPRESSORS) | frozenset(FILTERS)
+TIFF_FILTERS = ("imagecodecs_delta",)
+"""imagecodecs' filters tifffile's references name: the output has the input's size."""
+
+ALLOWED = frozenset(COMPRESSORS) | frozenset(FILTERS) | frozenset(TIFF_FILTERS)
 """Every codec ``--decode`` decodes (by its numcodecs id)."""
 
 CHECKSUMS = frozenset({"crc32", "adler32", "fletcher32", "crc32c"})
@@ -263,6 +285,8 @@ def _widest(config: object) -> int:
 def filter_step(config: Mapping[str, Any]) -> tuple[str, Step]:
     """Return the decoding step of an allowed filter; ``Undecodable`` for any other codec."""
     name = config["id"]
+    if name == "imagecodecs_delta":
+        return name, _delta_step(config)
     codec_class = FILTERS.get(name)
     if codec_class is None:
         raise Undecodable(name, _refusal(name))
@@ -281,11 +305,13 @@ def filter_step(config: Mapping[str, Any]) -> tuple[str, Step]:
 def compressor_step(config: Mapping[str, Any], bound: int) -> tuple[str, Step]:
     """Return the bounded decoding step of an allowed compressor (or filter in its place)."""
     name = config["id"]
-    if name in FILTERS:
+    if name in FILTERS or name in TIFF_FILTERS:
         return filter_step(config)
     decoder = _COMPRESSORS.get(name)
     if decoder is None:
         raise Undecodable(name, _refusal(name))
+    if name in ("imagecodecs_lzw", "imagecodecs_packbits"):
+        _imagecodecs()  # without it the array is served as stored
     if name == "lzma":
         lzma_format = int(config.get("format", lzma.FORMAT_AUTO))
         lzma_filters = config.get("filters")
@@ -371,7 +397,57 @@ def _lz4(data: bytes, bound: int) -> bytes:
     return bytes(numcodecs.LZ4().decode(data))
 
 
+def _imagecodecs() -> Any:
+    try:
+        import imagecodecs
+    except ImportError as error:  # an optional dependency, like numcodecs
+        raise Undecodable("imagecodecs", "imagecodecs is not installed") from error
+    return imagecodecs
+
+
+def _headerless(name: str, function: str) -> Callable[[bytes, int], bytes]:
+    """Return a bounded decoder for a codec whose stream carries no decoded size."""
+
+    def decode(data: bytes, bound: int) -> bytes:
+        decoder = getattr(_imagecodecs(), function)
+        try:
+            out = decoder(data, out=bound + 1)
+        except Exception as error:
+            if "OUTPUT_TOO_SMALL" in str(error):
+                raise _too_large(name, bound) from error
+            raise
+        if len(out) > bound:
+            raise _too_large(name, bound)
+        return bytes(out)
+
+    return decode
+
+
+def _delta_step(config: Mapping[str, Any]) -> Step:
+    """Return the decoding step of tifffile's horizontal predictor (a cumulative sum)."""
+    try:
+        dtype = np.dtype(config["dtype"])
+        shape = tuple(int(n) for n in config["shape"])
+        axis, dist = int(config.get("axis", -1)), int(config.get("dist", 1))
+    except (KeyError, TypeError, ValueError) as error:
+        raise Undecodable("imagecodecs_delta", f"bad configuration {dict(config)!r}") from error
+    if dtype.kind not in "iu" or dist != 1 or not shape or not -len(shape) <= axis < len(shape):
+        raise Undecodable("imagecodecs_delta", f"configuration {dict(config)!r} not decoded")
+    delta_decode = _imagecodecs().delta_decode
+
+    def step(data: bytes) -> bytes:
+        if len(data) != math.prod(shape) * dtype.itemsize:
+            raise DecodeFailed("imagecodecs_delta", f"{len(data)} bytes, not of shape {shape}")
+        values = np.frombuffer(data, dtype).reshape(shape)
+        return _as_bytes(delta_decode(values, axis=axis, dist=dist))
+
+    return step
+
+
 _COMPRESSORS: Mapping[str, Callable[[bytes, int], bytes]] = {
+    "imagecodecs_lzw": _headerless("imagecodecs_lzw", "lzw_decode"),
+    "imagecodecs_packbits": _headerless("imagecodecs_packbits", "packbits_decode"),
+    "imagecodecs_zstd": _zstd,
     "zlib": _zlib_like("zlib", 15),
     "gzip": _zlib_like("gzip", 31),
     "bz2": _bz2,

@@ -125,22 +125,24 @@ def hdf5(directory: Path) -> Source:
     return Source("hdf5", path, kerchunk_hdf(path), ("a/b/c/values", "a/scalar", "data"))
 
 
-def tiff(directory: Path) -> Source:
-    """A tiled TIFF: a 500x600 uint16 image in zlib-compressed 256x256 tiles.
+def tiff(directory: Path, compression: str = "zlib", predictor: bool = False) -> Source:
+    """A tiled TIFF: a 500x600 uint16 image in 256x256 tiles (zlib unless told otherwise).
 
     The references come from tifffile's ``aszarr().write_fsspec`` (what kerchunk's
     ``tiff_to_zarr`` wraps): the image is the array at the root of the store, key ``""``.
+    LZW, PackBits and the horizontal predictor are referenced as imagecodecs' codecs.
     """
     import tifffile
 
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "image.tif"
+    stem = "image" if compression == "zlib" and not predictor else f"image-{compression}"
+    path = directory / f"{stem}{'-predictor' if predictor else ''}.tif"
     image = ((np.arange(500 * 600, dtype="u4") * 7919) % 65521).astype("u2").reshape(500, 600)
-    tifffile.imwrite(path, image, tile=(256, 256), compression="zlib")
+    tifffile.imwrite(path, image, tile=(256, 256), compression=compression, predictor=predictor)
     with tifffile.TiffFile(path) as tif, tif.series[0].aszarr() as store:
         text = io.StringIO()
         store.write_fsspec(text, url=str(directory), version=0)
-    refs_path = directory / "image.tif.json"
+    refs_path = directory / f"{path.name}.json"
     refs_path.write_text(text.getvalue())
     return Source("tiff", path, refs_path, ("",))
 

@@ -48,6 +48,9 @@ MOUNTS = [
     ("hdf5", "json"),
     ("hdf5", "parquet"),
     ("tiff", "json"),
+    ("tifflzw", "json"),
+    ("tiffdeflate", "json"),
+    ("tiffpackbits", "json"),
     ("zarr2", "json"),
     ("zarr3", "json"),
 ]
@@ -57,10 +60,15 @@ ARRAYS = {
     "netcdf3": ("t", "e"),
     "hdf5": ("a/b/c/values", "a/scalar", "data"),
     "tiff": ("",),
+    "tifflzw": ("",),
+    "tiffdeflate": ("",),
+    "tiffpackbits": ("",),
     "zarr2": tuple(name for name, *_ in sources.ZARR2_ARRAYS),
     "zarr3": ("transposed",),
 }
 V2 = [key for key in ALL if not key.startswith("zarr3")]
+TIFFS = ("tifflzw", "tiffdeflate", "tiffpackbits")
+"""Tiled TIFFs whose codecs are imagecodecs' (LZW and deflate with the predictor, PackBits)."""
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +80,10 @@ def decoded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Moun
         "hdf5": sources.hdf5(root / "originals"),
         "tiff": sources.tiff(root / "originals"),
     }
+    pytest.importorskip("imagecodecs", reason="tifffile writes LZW and PackBits with imagecodecs")
+    made["tifflzw"] = sources.tiff(root / "originals", "lzw", predictor=True)
+    made["tiffdeflate"] = sources.tiff(root / "originals", "adobe_deflate", predictor=True)
+    made["tiffpackbits"] = sources.tiff(root / "originals", "packbits")
     pytest.importorskip("scipy", reason="kerchunk's netCDF3 scanner needs scipy")
     made["netcdf3"] = sources.netcdf3(root / "originals")
     made["zarr2"], made["zarr3"] = sources.zarr_codecs(root / "originals")
@@ -143,6 +155,7 @@ GDALINFO_CASES = [
     ("hdf5-json", "a/b/c/values", ":/a/b/c/values"),
     ("hdf5-parquet", "data", ":/data"),
     ("tiff-json", "", ""),
+    *((f"{tiff}-json", "", "") for tiff in TIFFS),
     *(("zarr2-json", name, f":/{name}") for name in ARRAYS["zarr2"]),
 ]
 
@@ -171,7 +184,10 @@ def test_gdalinfo_statistics_equal_numpy(
 
 
 @pytest.mark.interop
-@pytest.mark.parametrize(("key", "name", "suffix"), [("tiff-json", "", ""), *GDALINFO_CASES[:2]])
+@pytest.mark.parametrize(
+    ("key", "name", "suffix"),
+    [("tiff-json", "", ""), *((f"{tiff}-json", "", "") for tiff in TIFFS), *GDALINFO_CASES[:2]],
+)
 def test_gdal_translate_copies_the_original_values(
     decoded: dict[str, Mounted], tmp_path: Path, key: str, name: str, suffix: str
 ) -> None:
@@ -359,3 +375,37 @@ def test_check_decode_lists_the_arrays_served_as_stored(tmp_path: Path) -> None:
         refmount_command("check", str(refs)), capture_output=True, text=True, timeout=120
     )
     assert "--decode" not in plain.stdout
+
+
+def test_tiff_chunks_without_a_size_header_are_decoded_within_their_declared_size(
+    tmp_path: Path,
+) -> None:
+    """LZW and PackBits carry no decoded size: a bomb of either gives EIO, not memory."""
+    imagecodecs = pytest.importorskip("imagecodecs")
+    good = np.arange(64, dtype="<u2").reshape(8, 8)
+    bombs = {
+        "imagecodecs_packbits": b"\x81\x00" * (BOMB_SIZE // 128),  # runs of 128 zeros
+        "imagecodecs_lzw": bytes(imagecodecs.lzw_encode(bytes(64 * 1024 * 1024))),
+    }
+    refs: dict[str, Any] = {".zgroup": '{"zarr_format": 2}'}
+    for name, bomb in bombs.items():
+        packed = bytes(getattr(imagecodecs, name.removeprefix("imagecodecs_") + "_encode")(good))
+        target = tmp_path / f"{name}.bin"
+        target.write_bytes(packed + bomb)
+        meta = {"zarr_format": 2, "shape": [16, 8], "chunks": [8, 8], "dtype": "<u2"}
+        meta |= {"compressor": {"id": name}, "filters": None, "order": "C", "fill_value": 0}
+        refs[f"{name}/.zarray"] = json.dumps(meta)
+        refs[f"{name}/0.0"] = [str(target), 0, len(packed)]
+        refs[f"{name}/1.0"] = [str(target), len(packed), len(bomb)]
+    (tmp_path / "tiff.json").write_text(json.dumps({"version": 1, "refs": refs}))
+    with mounted(tmp_path / "tiff.json", tmp_path / "mnt", "--decode") as mount:
+        for name in bombs:
+            assert (mount.path / name / "0.0").read_bytes() == good.tobytes()
+            with pytest.raises(OSError, match="Input/output error") as failed:
+                (mount.path / name / "1.0").read_bytes()
+            assert failed.value.errno == errno.EIO
+        log = mount.log_text()
+        for name in bombs:
+            assert f"'{name}/1.0'" in log
+            assert f"({name}): inflates past the declared chunk size of 128 bytes" in log
+        assert peak_resident(mount.process.pid) < PEAK_MEMORY

@@ -196,3 +196,70 @@ def test_a_compressor_among_the_filters_is_decoded_and_bounded() -> None:
     assert pipeline.decode(encode(values, *filters)) == values.tobytes()
     with pytest.raises(DecodeFailed, match="inflates past"):
         pipeline.decode(zlib.compress(BOMB))
+
+
+# The codecs tifffile's references name for TIFF tiles (kerchunk's tiff_to_zarr).
+TIFF_TILE = ((np.arange(60, dtype="<u2") * 977) % 4099).reshape(CHUNKS).astype("<u2")
+
+
+def tiff_encoders() -> dict[str, Any]:
+    imagecodecs = pytest.importorskip("imagecodecs")
+    return {
+        "imagecodecs_lzw": imagecodecs.lzw_encode,
+        "imagecodecs_packbits": imagecodecs.packbits_encode,
+        "imagecodecs_zstd": imagecodecs.zstd_encode,
+    }
+
+
+@pytest.mark.parametrize("name", ["imagecodecs_lzw", "imagecodecs_packbits", "imagecodecs_zstd"])
+def test_each_tiff_compressor_decodes_to_the_tile(name: str) -> None:
+    packed = bytes(tiff_encoders()[name](TIFF_TILE.tobytes()))
+    assert v2_pipeline(zarray("<u2", {"id": name})).decode(packed) == TIFF_TILE.tobytes()
+
+
+def test_the_horizontal_predictor_with_lzw_decodes_to_the_tile() -> None:
+    imagecodecs = pytest.importorskip("imagecodecs")
+    delta = {"id": "imagecodecs_delta", "axis": -1, "dist": 1, "dtype": "<u2", "shape": CHUNKS}
+    packed = imagecodecs.lzw_encode(imagecodecs.delta_encode(TIFF_TILE, axis=-1).tobytes())
+    pipeline = v2_pipeline(zarray("<u2", {"id": "imagecodecs_lzw"}, [delta]))
+    assert pipeline.decode(bytes(packed)) == TIFF_TILE.tobytes()
+
+
+@pytest.mark.parametrize("name", ["imagecodecs_lzw", "imagecodecs_packbits", "imagecodecs_zstd"])
+def test_a_tiff_chunk_that_decodes_past_its_size_fails(name: str) -> None:
+    encoders = tiff_encoders()
+    # PackBits runs of 128 zeros (imagecodecs' encoder is slow on 8 MiB)
+    bomb = b"\x81\x00" * (len(BOMB) // 128) if name == "imagecodecs_packbits" else None
+    packed = bomb or bytes(encoders[name](BOMB))
+    with pytest.raises(DecodeFailed, match="inflates past"):
+        v2_pipeline(zarray("<u2", {"id": name})).decode(packed)
+
+
+@pytest.mark.parametrize("name", ["imagecodecs_lzw", "imagecodecs_packbits", "imagecodecs_zstd"])
+def test_a_tiff_chunk_that_decodes_short_fails(name: str) -> None:
+    packed = bytes(tiff_encoders()[name](b"\1" * 8))
+    with pytest.raises(DecodeFailed, match="decoded to 8 bytes, expected 120"):
+        v2_pipeline(zarray("<u2", {"id": name})).decode(packed)
+
+
+def test_a_predictor_on_a_chunk_of_the_wrong_size_fails() -> None:
+    pytest.importorskip("imagecodecs")
+    delta = {"id": "imagecodecs_delta", "axis": -1, "dist": 1, "dtype": "<u2", "shape": CHUNKS}
+    with pytest.raises(DecodeFailed, match="not of shape"):
+        v2_pipeline(zarray("<u2", None, [delta])).decode(b"\0" * 8)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"id": "imagecodecs_jpeg"},
+        {"id": "imagecodecs_delta", "axis": -1, "dist": 2, "dtype": "<u2", "shape": [6, 10]},
+        {"id": "imagecodecs_delta", "axis": -1, "dist": 1, "dtype": "<f4", "shape": [6, 10]},
+        {"id": "imagecodecs_delta", "dtype": "<u2"},
+    ],
+    ids=["jpeg", "dist-2", "float", "no-shape"],
+)
+def test_other_tiff_codecs_are_served_as_stored(config: dict[str, Any]) -> None:
+    pytest.importorskip("imagecodecs")
+    with pytest.raises(Undecodable):
+        v2_pipeline(zarray("<u2", None, [config]))
