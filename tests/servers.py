@@ -1000,19 +1000,26 @@ class _ProxyHandler(_Quiet):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _send_truncated(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-        self.close_connection = True
-        if self.command == "HEAD" or len(body) < 2:
-            return
+    def _send_upstream_headers(
+        self, status: int, headers: list[tuple[str, str]], length: int
+    ) -> None:
+        """Send the upstream answer's status and headers, announcing ``length`` bytes and a
+        closing connection (the body that follows is cut short)."""
         self.send_response(status)
         for name, value in headers:
             lowered = name.lower()
             if lowered in _HOP_BY_HOP or lowered in ("content-length", "date", "server"):
                 continue
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(length))
         self.send_header("Connection", "close")
         self.end_headers()
+
+    def _send_truncated(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.close_connection = True
+        if self.command == "HEAD" or len(body) < 2:
+            return
+        self._send_upstream_headers(status, headers, len(body))
         self.wfile.write(body[: len(body) // 2])
 
     def _send_stalled(
@@ -1020,15 +1027,7 @@ class _ProxyHandler(_Quiet):
     ) -> None:
         """Send the upstream answer's headers and half its body, then stall (and close)."""
         self.close_connection = True
-        self.send_response(status)
-        for name, value in headers:
-            lowered = name.lower()
-            if lowered in _HOP_BY_HOP or lowered in ("content-length", "date", "server"):
-                continue
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")
-        self.end_headers()
+        self._send_upstream_headers(status, headers, len(body))
         self._write_piece(body[: len(body) // 2])
         self.pause(seconds)
 
