@@ -65,6 +65,16 @@ DEFAULT_FUSE_OPTIONS = ("fsname=refmount", "subtype=refmount", "ro", "default_pe
 OVERRIDDEN_FUSE_OPTIONS = frozenset({"rw"})
 """Options that contradict a default and are dropped: the mount is always read-only."""
 
+HEAP_HEADROOM = 32 * 1024 * 1024
+"""Resident bytes allowed above the set after loading plus the cache budget before freed
+heap pages are handed back (half of the 64 MiB the daemon promises to stay within)."""
+
+HEAP_CHECK = 0.5
+"""Seconds between looks at the resident set; doubled, up to ``HEAP_CHECK_MAX``, while
+trimming does not bring it under its bound (live data, not freed pages, is over it)."""
+
+HEAP_CHECK_MAX = 8.0
+
 PREPARE_SAMPLE = 10_000
 """How many stored keys are looked at to find the targets to get ready for at mount time."""
 
@@ -359,6 +369,7 @@ def mount_and_serve(
         raise MountError(f"cannot mount on {mountpoint}: {error}") from None
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     heap.reuse_freed_blocks()  # after loading: the loader's garbage went back in load_references
+    bound = heap.ResidentBound(config.read.cache_size + HEAP_HEADROOM)
 
     def ready() -> None:
         on_ready()
@@ -366,9 +377,10 @@ def mount_and_serve(
 
     def prepare() -> None:
         prepare_targets(store, loaded.references)
+        bound.settle()  # the fetch engines are imported: count the bound from here
 
     try:
-        trio.run(_serve, mountpoint, ready, reader, requests, tuning, prepare, lifeline)
+        trio.run(_serve, mountpoint, ready, reader, requests, tuning, prepare, lifeline, bound)
     finally:
         store.close()
         log.info("unmounting %s", mountpoint)
@@ -443,9 +455,12 @@ async def _serve(
     tuning: kernel.KernelTuning | None = None,
     prepare: Callable[[], None] | None = None,
     lifeline: int | None = None,
+    bound: heap.ResidentBound | None = None,
 ) -> None:
     async with trio.open_nursery() as nursery:
         reader.start_background(nursery)  # prefetches; cancelled with the helpers below
+        if bound is not None:
+            nursery.start_soon(_keep_resident_within, bound)
         if prepare is not None:
             nursery.start_soon(
                 functools.partial(trio.to_thread.run_sync, prepare, abandon_on_cancel=True)
@@ -456,6 +471,15 @@ async def _serve(
         nursery.start_soon(_announce_and_watch, mountpoint, on_ready, requests, tuning)
         await pyfuse3.main(min_tasks=4, max_tasks=256)
         nursery.cancel_scope.cancel()  # unmounted from outside: stop the helpers
+
+
+async def _keep_resident_within(bound: heap.ResidentBound) -> None:
+    """Hand freed heap pages back whenever the resident set grows past ``bound``."""
+    interval = HEAP_CHECK
+    while True:
+        await trio.sleep(interval)
+        trimmed = await trio.to_thread.run_sync(bound.enforce, abandon_on_cancel=True)
+        interval = min(interval * 2, HEAP_CHECK_MAX) if trimmed else HEAP_CHECK
 
 
 async def _stop_on_signals(requests: InFlight) -> None:

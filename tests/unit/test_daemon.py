@@ -14,6 +14,9 @@ import trio
 from refmount.config import MountConfig
 from refmount.daemon import (
     DEFAULT_FUSE_OPTIONS,
+    HEAP_CHECK,
+    HEAP_CHECK_MAX,
+    _keep_resident_within,
     _stop_when_detached,
     check_local_targets,
     check_mountpoint,
@@ -212,3 +215,29 @@ async def test_a_detached_mount_stops_serving_after_answering_what_is_in_flight(
             mountinfo.write_text("22 1 0:21 / /proc rw - proc proc rw\n")
     assert errnos == [errno.EIO]
     assert terminated == [0]  # after the request in flight was answered
+
+
+class OverBound:
+    """A resident bound that records when it is looked at and says whether it trimmed."""
+
+    def __init__(self, clock: trio.testing.MockClock, answers: list[bool]) -> None:
+        self.clock = clock
+        self.answers = answers
+        self.times: list[float] = []
+
+    def enforce(self) -> bool:  # called in a worker thread
+        self.times.append(self.clock.current_time())
+        return self.answers.pop(0) if self.answers else False
+
+
+async def test_the_resident_set_is_looked_at_less_often_while_trimming_does_not_help(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    mock_clock.autojump_threshold = 0.05  # real seconds: a worker thread's call ends first
+    bound = OverBound(mock_clock, [True] * 6 + [False, False])
+    with trio.move_on_after(HEAP_CHECK * (1 + 2 + 4 + 8 + 16) + 2 * HEAP_CHECK_MAX + 1):
+        await _keep_resident_within(bound)  # type: ignore[arg-type]
+    gaps = [round(b - a, 3) for a, b in zip(bound.times, bound.times[1:], strict=False)]
+    # 0.5 s apart at first; doubled after each trim, up to 8 s; back to 0.5 s when under
+    assert bound.times[0] == HEAP_CHECK
+    assert gaps[:7] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 0.5]

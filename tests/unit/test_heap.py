@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +66,86 @@ def test_freed_blocks_are_reused_instead_of_faulting_in_fresh_pages() -> None:
     assert default > 64, default
     assert reusing < default / 3, (reusing, default)
     assert reusing < 32, reusing
+
+
+def write_statm(path: Path, resident_pages: int) -> Path:
+    path.write_text(f"{resident_pages * 2} {resident_pages} 100 10 0 50 0\n")
+    return path
+
+
+def test_resident_bytes_reads_the_second_figure_in_pages(tmp_path: Path) -> None:
+    statm = write_statm(tmp_path / "statm", 1000)
+    assert heap.resident_bytes(statm) == 1000 * os.sysconf("SC_PAGE_SIZE")
+    assert heap.resident_bytes(tmp_path / "missing") is None
+    (tmp_path / "bad").write_text("oops\n")
+    assert heap.resident_bytes(tmp_path / "bad") is None
+    assert heap.resident_bytes() is not None  # this process, on Linux
+
+
+def test_the_bound_is_counted_from_the_resident_set_when_settled(tmp_path: Path) -> None:
+    page = os.sysconf("SC_PAGE_SIZE")
+    statm = write_statm(tmp_path / "statm", 1000)
+    bound = heap.ResidentBound(headroom=100 * page, statm=statm)
+    write_statm(statm, 5000)
+    # nothing is enforced before the bound is settled
+    assert (bound.limit, bound.enforce()) == (None, False)
+    bound.settle()
+    assert bound.limit == 5100 * page
+    assert not bound.enforce()
+    write_statm(statm, 5100)
+    assert not bound.enforce()  # at the bound is within it
+    assert bound.trims == 0
+
+
+def test_the_heap_is_trimmed_only_while_over_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trims: list[None] = []
+    monkeypatch.setattr(heap, "trim", lambda: trims.append(None))
+    statm = write_statm(tmp_path / "statm", 1000)
+    bound = heap.ResidentBound(headroom=0, statm=statm)
+    bound.settle()
+    write_statm(statm, 1001)
+    assert bound.enforce()
+    assert bound.enforce()
+    write_statm(statm, 900)
+    assert not bound.enforce()
+    assert len(trims) == bound.trims == 2
+    statm.unlink()
+    assert not bound.enforce()  # no figure: nothing done
+
+
+@glibc_only
+def test_trimming_hands_freed_heap_pages_back() -> None:
+    script = textwrap.dedent(
+        """
+        import threading
+        from refmount import heap
+
+        def churn():  # a fetch thread's arena: big blocks with small ones kept between them
+            kept = []
+            for number in range(256):
+                block = bytearray(256 << 10)
+                block[::4096] = b"x" * len(block[::4096])
+                separator = bytearray(1024)  # above pymalloc's size: from the same heap
+                kept.append(block)
+                small.append(separator)
+            del kept[:]  # the big blocks are freed: holes between the live separators
+
+        small = []
+        assert heap.reuse_freed_blocks()  # freed blocks stay, as while serving
+        thread = threading.Thread(target=churn)
+        thread.start()
+        thread.join()
+        before = heap.resident_bytes()
+        bound = heap.ResidentBound(headroom=0)
+        bound.settle()
+        bound._limit -= 1  # over the bound by one byte
+        assert bound.enforce()
+        print(before - heap.resident_bytes())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert int(done.stdout) > 32 << 20, done.stdout  # of the 64 MiB freed, most went back
