@@ -2,9 +2,10 @@
 
 From Python: ``with refmount.mount("refs.json") as m: ...`` (see ``refmount.api``).
 
-Layering (enforced by import-linter, see pyproject.toml): api → cli → daemon → fuse_ops →
-filesystem → reader → {store, cache, tree, formats} → {model, config, errors}. Only fuse_ops
-and daemon import pyfuse3; only store imports fsspec; formats never touch targets.
+Layers, top to bottom (docs/architecture.md; enforced by import-linter, pyproject.toml):
+api → cli → daemon, check → fuse → decode → read → store, namespace, formats → ops and the
+vocabulary (model, config, errors, urls, names). Only fuse.adapter and daemon import
+pyfuse3; only store imports fsspec; formats never touch targets.
 """
 
 from refmount.api import Mount, mount

@@ -17,9 +17,9 @@ from refmount.formats import LoadOptions, load, zarr_meta
 from refmount.formats.options import Progress
 from refmount.formats.parquet import COLUMN_SETS, ParquetReferenceSet
 from refmount.formats.sniff import is_parquet
+from refmount.fuse.stats import human_bytes
 from refmount.model import Inline, Range, Reference, ReferenceSet, ReferenceSource, Whole
-from refmount.stats import human_bytes
-from refmount.tree import Tree
+from refmount.namespace.tree import Tree
 
 METADATA_NAMES = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"})
 """Names of zarr metadata documents: keys with these names are never chunks."""
@@ -248,7 +248,7 @@ def check_references(
         summary.format = UNREADABLE  # whatever its name suggests, nothing of it was read
         summary.problem(None, f"cannot read: {error}")
         return summary
-    with _captured_warnings("refmount.tree") as records:
+    with _captured_warnings("refmount.namespace.tree") as records:
         Tree.build(references.keys(), references.grids, source=source.url, skip_invalid=True)
     for record in records:
         args = record.args

@@ -31,9 +31,9 @@ from refmount.config import (
     parse_size,
     parse_umask,
 )
-from refmount.console import ProgressReporter, detach_logging, setup_logging
 from refmount.errors import MountError, ReferenceFormatError, RefmountError
-from refmount.kernel import KernelTuning
+from refmount.ops.kernel_tuning import KernelTuning
+from refmount.ops.logs import ProgressReporter, detach_logging, setup_logging
 from refmount.release import __version__
 from refmount.urls import protocol_of
 
@@ -493,7 +493,7 @@ def _check_values(args: argparse.Namespace, shortcuts: dict[str, str | bool]) ->
 
 
 def _check_protocol(name: str) -> None:
-    from refmount.store import is_known_protocol  # imports fsspec: only when asked
+    from refmount.store.options import is_known_protocol  # imports fsspec: only when asked
 
     if not is_known_protocol(name):
         raise ValueError(f"--remote-protocol {name!r} is not a protocol fsspec knows")
@@ -837,7 +837,9 @@ def check_main(argv: Sequence[str]) -> int:
     setup_logging("warning", journald="JOURNAL_STREAM" in os.environ)
     from refmount import check  # the heavy imports, only once the arguments are good
     from refmount.formats import LoadOptions
-    from refmount.store import FsspecSource, StorageOptions, Store
+    from refmount.store.options import StorageOptions
+    from refmount.store.sources import FsspecSource
+    from refmount.store.store import Store
 
     refs = _absolute(args.refs)
     s3 = _s3_options(shortcuts)
@@ -893,7 +895,7 @@ class StatsUnavailable(RefmountError):
 def read_snapshot(mountpoint: Path) -> dict[str, Any]:
     """Return the statistics snapshot of the refmount mounted on ``mountpoint`` (what
     ``refmount stats --json`` prints); raise ``StatsUnavailable`` explaining why not."""
-    from refmount.stats import STATS_FILE
+    from refmount.fuse.stats import STATS_FILE
 
     try:
         raw = (mountpoint / STATS_FILE).read_bytes()
@@ -912,7 +914,7 @@ def read_snapshot(mountpoint: Path) -> dict[str, Any]:
 
 def stats_main(argv: Sequence[str]) -> int:
     """Run ``refmount stats``; return 0, or 1 when MOUNTPOINT is not a refmount mount."""
-    from refmount.stats import format_snapshot, prometheus_text
+    from refmount.fuse.stats import format_snapshot, prometheus_text
 
     parser = argparse.ArgumentParser(
         prog="refmount stats",
@@ -949,7 +951,7 @@ def stats_main(argv: Sequence[str]) -> int:
 
 def _stats_problem(mountpoint: Path, error: OSError) -> str:
     """Explain why ``mountpoint`` has no statistics to show."""
-    from refmount.stats import STATS_FILE
+    from refmount.fuse.stats import STATS_FILE
 
     if error.errno == errno.ENOTCONN:
         return (

@@ -24,23 +24,20 @@ from pathlib import Path
 import pyfuse3
 import trio
 
-from refmount import heap, kernel, notify
 from refmount.config import STDIN_REFS, MountConfig, default_max_refs_size
 from refmount.errors import MountError, ReferenceFormatError
-from refmount.filesystem import Owner, RefFilesystem
 from refmount.formats import LoadOptions, load
 from refmount.formats.options import Progress
-from refmount.fuse_ops import FuseOperations, InFlight
+from refmount.fuse.adapter import FuseOperations, InFlight
+from refmount.fuse.filesystem import Owner, RefFilesystem
 from refmount.model import Inline, ReferenceSet
-from refmount.reader import Reader, ReadPath
-from refmount.store import (
-    FsspecSource,
-    LocalRoots,
-    StorageOptions,
-    Store,
-    StreamSource,
-)
-from refmount.tree import Tree
+from refmount.namespace.tree import Tree
+from refmount.ops import allocator, kernel_tuning, notify
+from refmount.read.reader import Reader, ReadPath
+from refmount.store.options import StorageOptions
+from refmount.store.roots import LocalRoots
+from refmount.store.sources import FsspecSource, StreamSource
+from refmount.store.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +214,7 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
     # out of the cyclic collector's sight.
     gc.collect()
     gc.freeze()
-    heap.trim()
+    allocator.trim()
     log.info(
         "loaded %s: %d names, %d chunk grids in %.2f s",
         source.url,
@@ -318,7 +315,7 @@ def mount_and_serve(
     config: MountConfig,
     loaded: Loaded,
     on_ready: Callable[[], None] = lambda: None,
-    tuning: kernel.KernelTuning | None = None,
+    tuning: kernel_tuning.KernelTuning | None = None,
     lifeline: int | None = None,
 ) -> None:
     """Mount, call ``on_ready`` once the mount answers, serve until unmounted or signalled.
@@ -368,8 +365,8 @@ def mount_and_serve(
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         raise MountError(f"cannot mount on {mountpoint}: {error}") from None
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    heap.reuse_freed_blocks()  # after loading: the loader's garbage went back in load_references
-    bound = heap.ResidentBound(config.read.cache_size + HEAP_HEADROOM)
+    allocator.reuse_freed_blocks()  # after loading (the loader's garbage was trimmed then)
+    bound = allocator.ResidentBound(config.read.cache_size + HEAP_HEADROOM)
 
     def ready() -> None:
         on_ready()
@@ -420,7 +417,10 @@ def prepare_targets(store: Store, references: ReferenceSet, most: int = PREPARE_
 
 
 def tune_kernel(
-    mountpoint: Path, device: int, tuning: kernel.KernelTuning, sysfs: Path = kernel.SYSFS
+    mountpoint: Path,
+    device: int,
+    tuning: kernel_tuning.KernelTuning,
+    sysfs: Path = kernel_tuning.SYSFS,
 ) -> None:
     """Apply ``tuning`` to the connection of the mount ``device``, mounting fusectl first
     when it is missing; one log line says what was done or why not.
@@ -436,15 +436,15 @@ def tune_kernel(
         )
         return
     try:
-        if kernel.ensure_fusectl(sysfs):
+        if kernel_tuning.ensure_fusectl(sysfs):
             log.log(done, "mounted fusectl on %s", sysfs / "fs" / "fuse" / "connections")
-        knobs = kernel.tune_connection(device, tuning, sysfs)
-    except (kernel.TuningError, OSError) as error:
+        knobs = kernel_tuning.tune_connection(device, tuning, sysfs)
+    except (kernel_tuning.TuningError, OSError) as error:
         log.log(
             failed, "cannot tune the kernel for %s (keeping its defaults): %s", mountpoint, error
         )
         return
-    log.log(done, "kernel tuning for %s: %s", mountpoint, kernel.describe(knobs))
+    log.log(done, "kernel tuning for %s: %s", mountpoint, kernel_tuning.describe(knobs))
 
 
 async def _serve(
@@ -452,10 +452,10 @@ async def _serve(
     on_ready: Callable[[], None],
     reader: Reader,
     requests: InFlight,
-    tuning: kernel.KernelTuning | None = None,
+    tuning: kernel_tuning.KernelTuning | None = None,
     prepare: Callable[[], None] | None = None,
     lifeline: int | None = None,
-    bound: heap.ResidentBound | None = None,
+    bound: allocator.ResidentBound | None = None,
 ) -> None:
     async with trio.open_nursery() as nursery:
         reader.start_background(nursery)  # prefetches; cancelled with the helpers below
@@ -473,7 +473,7 @@ async def _serve(
         nursery.cancel_scope.cancel()  # unmounted from outside: stop the helpers
 
 
-async def _keep_resident_within(bound: heap.ResidentBound) -> None:
+async def _keep_resident_within(bound: allocator.ResidentBound) -> None:
     """Hand freed heap pages back whenever the resident set grows past ``bound``."""
     interval = HEAP_CHECK
     while True:
@@ -515,7 +515,7 @@ async def _announce_and_watch(
     mountpoint: Path,
     on_ready: Callable[[], None],
     requests: InFlight,
-    tuning: kernel.KernelTuning | None = None,
+    tuning: kernel_tuning.KernelTuning | None = None,
 ) -> None:
     """Announce readiness, then stop serving once the mount has been detached."""
     device = await _announce_when_ready(mountpoint, on_ready, tuning)
@@ -554,7 +554,7 @@ async def _stop_when_owner_exits(lifeline: int, requests: InFlight) -> None:
 
 
 async def _announce_when_ready(
-    mountpoint: Path, on_ready: Callable[[], None], tuning: kernel.KernelTuning | None = None
+    mountpoint: Path, on_ready: Callable[[], None], tuning: kernel_tuning.KernelTuning | None = None
 ) -> int | None:
     """Wait until the kernel routes requests on ``mountpoint`` to us, then call ``on_ready``.
 

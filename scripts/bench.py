@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from refmount import kernel
+from refmount.ops import kernel_tuning
 from tests.integration.datasets import zarray
 from tests.integration.mounting import is_mounted, unmount
 from tests.servers import (
@@ -569,7 +569,7 @@ def floor_mount(
     command += [str(listed)] if listed else []
     with mount_child(command, mountpoint) as mount:
         if tuned or (tuned is None and os.geteuid() == 0):
-            kernel.tune_connection(os.stat(mountpoint).st_dev, kernel.KernelTuning())
+            kernel_tuning.tune_connection(os.stat(mountpoint).st_dev, kernel_tuning.KernelTuning())
         yield mount
 
 
@@ -610,7 +610,7 @@ def c_floor_mount(
     command = [str(binary), str(source), str(MIB), str(mountpoint), threads]
     with mount_child(command, mountpoint) as mount:
         if tuned or (tuned is None and os.geteuid() == 0):
-            kernel.tune_connection(os.stat(mountpoint).st_dev, kernel.KernelTuning())
+            kernel_tuning.tune_connection(os.stat(mountpoint).st_dev, kernel_tuning.KernelTuning())
         yield mount
 
 

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from refmount.formats import LoadOptions, load
-from refmount.store import FsspecSource
-from refmount.tree import Tree
+from refmount.namespace.tree import Tree
+from refmount.store.sources import FsspecSource
 
 
 def resident_kib() -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from refmount.local_files import NOWAIT
+from refmount.store.local_files import NOWAIT
 
 
 def write_synced(path: Path, data: bytes) -> str:

@@ -18,14 +18,14 @@ from typing import Any
 
 import trio
 
-from refmount.cache import Data
 from refmount.config import ReadConfig
 from refmount.decode import metadata
 from refmount.decode.codecs import DecodeFailed, Pipeline, Undecodable, v2_pipeline, v3_pipeline
 from refmount.errors import ReferenceFormatError, TargetError
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, grid_from_zarray
 from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel
-from refmount.reader import NeighbourPrefetch, Reader, ReaderStatistics, SingleFlight
+from refmount.read.cache import Data
+from refmount.read.reader import NeighbourPrefetch, Reader, ReaderStatistics, SingleFlight
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from refmount.store import PIN_RECHECK_SECONDS
+from refmount.store.store import PIN_RECHECK_SECONDS
 from tests.integration.datasets import target_bytes
 from tests.integration.mounting import Mount, mounted, read_errno, requires_fuse
 from tests.servers import RangeHTTPServer, S3Bucket, etag_of

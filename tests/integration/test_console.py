@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from refmount.console import JOURNAL_SOCKET_VARIABLE, SYSLOG_SOCKET_VARIABLE, escape_mountpoint
+from refmount.ops.logs import JOURNAL_SOCKET_VARIABLE, SYSLOG_SOCKET_VARIABLE, escape_mountpoint
 from tests.integration.mounting import (
     is_mounted,
     read_errno,

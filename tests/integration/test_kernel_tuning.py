@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from refmount.kernel import knob_paths
+from refmount.ops.kernel_tuning import knob_paths
 from tests.integration.datasets import json_v0
 from tests.integration.mounting import Mount, mounted, requires_fuse
 

@@ -13,7 +13,7 @@ import pytest
 from refmount import cli
 from refmount.cli import build_parser, main, parse_args, split_options
 from refmount.config import GIB, MIB
-from refmount.kernel import KernelTuning
+from refmount.ops.kernel_tuning import KernelTuning
 
 
 def test_split_options_keeps_json_together() -> None:

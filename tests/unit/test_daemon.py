@@ -27,9 +27,10 @@ from refmount.daemon import (
     prepare_targets,
 )
 from refmount.errors import MountError, ReferenceFormatError
-from refmount.fuse_ops import InFlight
+from refmount.fuse.adapter import InFlight
 from refmount.model import Inline, Range, Whole
-from refmount.store import LocalRoots, Store
+from refmount.store.roots import LocalRoots
+from refmount.store.store import Store
 from tests.fakes import DictReferences
 
 

@@ -17,7 +17,7 @@ from refmount.formats.json_refs import JsonReferenceSet, load_json
 from refmount.formats.json_v1 import GRID_COLUMN_COST, load_v1
 from refmount.formats.options import LoadOptions
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
-from refmount.tree import GridChunk, StaticFile, Tree
+from refmount.namespace.tree import GridChunk, StaticFile, Tree
 from tests.fakes import LocalSource
 
 SOURCE = "/refs/refs.json"

@@ -40,7 +40,7 @@ from refmount.model import (
     Whole,
     ravel,
 )
-from refmount.tree import StaticFile, Tree
+from refmount.namespace.tree import StaticFile, Tree
 from tests.fakes import LocalSource
 
 D = b"HELLO WORLD 0123456789abcdefghijklmnopqrstuvwxyz"

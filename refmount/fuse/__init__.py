@@ -1,0 +1,1 @@
+"""The filesystem the kernel sees: the pyfuse3 adapter, FUSE semantics and the stats file."""

@@ -1,0 +1,775 @@
+"""FUSE semantics without pyfuse3: lookup, attributes, listing, open, read and xattrs by inode."""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import itertools
+import logging
+import os
+import stat
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple, cast
+
+import trio
+
+from refmount.errors import (
+    FilesystemError,
+    NoAttributeError,
+    NotFoundError,
+    ReadOnlyError,
+    RefmountError,
+    TargetAccessError,
+    TargetError,
+    TargetReadError,
+)
+from refmount.fuse.stats import STATS_FILE, Statistics, encode_snapshot
+from refmount.model import (
+    ROOT_INODE,
+    FileHandle,
+    Inline,
+    Inode,
+    Range,
+    Reference,
+    ReferenceSet,
+    Whole,
+    reference_kind,
+)
+from refmount.names import NAME_MAX
+from refmount.namespace.tree import MAX_INODE, ChildRun, ChunkSpans, GridChunk, StaticFile, Tree
+from refmount.read.reader import ReadPath
+from refmount.store.options import LOCAL_PROTOCOLS
+from refmount.urls import protocol_of
+
+log = logging.getLogger(__name__)
+
+BLOCK_SIZE = 128 * 1024
+"""``st_blksize``: the I/O size that ``cp`` and friends use."""
+
+STATS_INODE = Inode(MAX_INODE + 1)
+"""The inode of the statistics file ``STATS_FILE`` (beyond every number the tree gives out)."""
+
+XATTR_PREFIX = "user.refmount."
+XATTRS = ("kind", "url", "offset", "length")
+"""The attributes every file has (``user.refmount.<name>``), listed by ``listxattr``."""
+
+DOT_ENTRIES = 2
+"""``readdir`` positions taken by ``.`` and ``..`` before a directory's own entries."""
+
+DIRECTORY = -2
+"""The size a listed entry carries when it is a directory."""
+
+ABSENT = -1
+"""A listed chunk's size when its row is null: it is left out (as ``chunk_sizes`` says)."""
+
+UNRESOLVED = -3
+"""A listed file's size when its target could not tell it: the entry is listed with size 0,
+and the kernel must not keep it (zero entry and attribute timeouts); ``getattr`` asks again."""
+
+ListedEntry = tuple[bytes, Inode, int, int]
+"""One listed entry: its name (UTF-8), inode, size (or ``DIRECTORY``), and the position to
+resume after it."""
+
+READDIR_BATCH = 256
+"""How many entries ``readdir`` prepares at once; one call of the kernel takes several batches
+(about 800 entries with their attributes on Linux 6.18)."""
+
+UNLISTED_BATCHES = 64
+"""How many prepared but unsent ``readdir`` batches are kept (one per listing in progress)."""
+
+SIBLING_INDEX_LIMIT = 250_000
+"""Directories with more entries get no neighbour prefetch: their index (16 bytes an entry, so
+up to 4 MB each, and 8 are kept) and building it (in a worker thread, about 0.6 s for 200 000
+JSON keys) would cost too much."""
+
+INLINE_INDEX_LIMIT = 4096
+"""Directories up to this many entries are indexed on the event loop (a few milliseconds at
+most); larger ones in a worker thread."""
+
+SIBLING_INDEXES = 8
+"""How many directories' sibling indexes are kept (least recently used go)."""
+
+OPEN_HISTORY = 1024
+"""How many directories remember their last opened file (to spot in-order opens)."""
+
+RECENT_REFERENCES = 1024
+"""References of the files last looked up, kept so that the open that follows a lookup (and
+the reads' size checks) do not work them out again; oldest dropped first."""
+
+
+@dataclass(slots=True)
+class _Siblings:
+    """The range references of one object in a directory, sorted by offset.
+
+    Opens of references starting in ``[quiet_from, quiet_until)`` need not ask the reader:
+    its last answer said enough is ahead of them (an in-order reader walks the spans once
+    per run, not once per file). ``scale`` is the prefetch window to ask for next, in units
+    of its first size: it doubles with each run requested, up to ``neighbour_growth``.
+    """
+
+    offsets: array[int]
+    ends: array[int]
+    quiet_from: int = 0
+    quiet_until: int = 0
+    scale: int = 1
+
+
+_SiblingIndex = dict[str, _Siblings]
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Who owns every node, and the permission bits files and directories get."""
+
+    uid: int
+    gid: int
+    file_mode: int = 0o444
+    dir_mode: int = 0o555
+
+    @classmethod
+    def current(
+        cls, umask: int | None = None, *, uid: int | None = None, gid: int | None = None
+    ) -> Owner:
+        """Return the owner of the running process, or ``uid``/``gid`` where given, with
+        ``umask`` taken away from the modes (``0444`` files, ``0555`` directories)."""
+        mask = umask or 0
+        return cls(
+            os.getuid() if uid is None else uid,
+            os.getgid() if gid is None else gid,
+            0o444 & ~mask,
+            0o555 & ~mask,
+        )
+
+
+class Attributes(NamedTuple):
+    """What ``stat`` shows for one node (a named tuple: listings build one per name)."""
+
+    inode: Inode
+    is_dir: bool
+    size: int
+    mode: int
+    uid: int
+    gid: int
+    mtime_ns: int
+
+    @property
+    def nlink(self) -> int:
+        """Return the link count (2 for directories, 1 for files)."""
+        return 2 if self.is_dir else 1
+
+    @property
+    def blocks(self) -> int:
+        """Return the number of 512-byte blocks the size amounts to."""
+        return (self.size + 511) // 512
+
+
+@dataclass(frozen=True, slots=True)
+class FilesystemStatistics:
+    """What ``statfs`` shows."""
+
+    block_size: int
+    files: int
+    name_max: int
+
+
+@dataclass(slots=True)
+class _Opening:
+    """Where an open file's range ends in its object, and whether it was read since opened."""
+
+    url: str
+    end: int
+    asked: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OpenFile:
+    """An open file: its inode, its key, the reference its bytes come from and, when it may
+    start neighbour prefetch, its ``_Opening``."""
+
+    inode: Inode
+    key: str
+    reference: Reference
+    opening: _Opening | None = None
+
+
+class RefFilesystem:
+    """The read-only filesystem of one reference set, shaped like FUSE's low-level API.
+
+    Every method raises ``RefmountError`` subclasses only; the FUSE adapter turns them into
+    errnos. Runs on the event loop thread; blocking work (Parquet record loads) goes to
+    worker threads.
+
+    ``statistics`` (a new ``Statistics`` unless given) is what the FUSE boundary records every
+    request in; the root's unlisted file ``STATS_FILE`` holds a JSON snapshot of it and of
+    the reader's counters, taken when the file is opened.
+
+    ``target_problem``, when given, says why a target URL may not be read (None: it may).
+    Explicit keys are checked when the set is loaded; chunks of a Parquet set are loaded
+    lazily, so a chunk whose target is refused cannot be opened (``EACCES``).
+    """
+
+    def __init__(
+        self,
+        tree: Tree,
+        references: ReferenceSet,
+        reader: ReadPath,
+        *,
+        owner: Owner,
+        mtime_ns: int,
+        statistics: Statistics | None = None,
+        target_problem: Callable[[str], str | None] | None = None,
+    ) -> None:
+        self._tree = tree
+        self._references = references
+        self._reader = reader
+        self._owner = owner
+        self._file_mode = stat.S_IFREG | owner.file_mode
+        self._dir_mode = stat.S_IFDIR | owner.dir_mode
+        self._mtime_ns = mtime_ns
+        self._open: dict[FileHandle, OpenFile] = {}
+        self._handles = itertools.count(1)
+        self._record_threads = trio.CapacityLimiter(4)
+        self._statistics = Statistics() if statistics is None else statistics
+        self._target_problem = target_problem
+        self._problems: dict[str, str | None] = {}
+        self._recent_references: dict[Inode, tuple[Reference, str | None]] = {}
+        self._last_open: OrderedDict[Inode, _Opening] = OrderedDict()
+        self._sibling_indexes: OrderedDict[Inode, _SiblingIndex | None] = OrderedDict()
+        self._indexing: set[Inode] = set()
+        self._unlisted: OrderedDict[tuple[Inode, int], list[ListedEntry]] = OrderedDict()
+
+    # ------------------------------------------------------------------ names
+
+    async def lookup(self, parent: Inode, name: str) -> Attributes | None:
+        """Return the attributes of ``name`` in directory ``parent``, or None if absent."""
+        self._require_dir(parent)
+        if len(os.fsencode(name)) > NAME_MAX:
+            raise FilesystemError(errno.ENAMETOOLONG)
+        inode = self._tree.lookup(parent, name)
+        if inode is None:
+            if parent == ROOT_INODE and name == STATS_FILE:
+                return self._attributes(STATS_INODE, False, 0)
+            return None
+        try:
+            return await self.getattr(inode)
+        except NotFoundError:
+            return None
+
+    async def getattr(self, inode: Inode) -> Attributes:
+        """Return a node's attributes."""
+        self._require(inode)
+        if inode == STATS_INODE:
+            return self._attributes(STATS_INODE, False, 0)
+        if self._tree.is_dir(inode):
+            return self._attributes(inode, True, 0)
+        return await self._file_attributes(inode)
+
+    async def _file_attributes(self, inode: Inode) -> Attributes:
+        reference = await self._reference(inode)
+        return self._attributes(inode, False, await self._size(inode, reference))
+
+    async def opendir(self, inode: Inode) -> None:
+        """Check that ``inode`` is a directory that can be listed."""
+        self._require_dir(inode)
+
+    async def readdir(self, inode: Inode, start: int) -> list[ListedEntry]:
+        """Return up to ``READDIR_BATCH`` entries from position ``start``.
+
+        Positions 0 and 1 are ``.`` and ``..``; the directory's own entries follow. Each entry
+        carries its name (UTF-8), inode, size (``DIRECTORY`` for a directory; every other
+        attribute is ``listing_attributes``') and the position to resume after it. Chunk
+        positions whose reference is absent (a null Parquet row) are skipped. An empty list
+        means the end.
+        """
+        self._require_dir(inode)
+        kept = self._unlisted.pop((inode, start), None)
+        if kept is not None:
+            return kept
+        tree = self._tree
+        batch: list[ListedEntry] = []
+        for position, (name, dot) in enumerate(
+            ((b".", inode), (b"..", tree.parent(inode))), start=1
+        ):
+            if start < position:
+                batch.append((name, dot, DIRECTORY, position))
+        position = max(start - DOT_ENTRIES, 0)
+        spans = tree.chunk_spans(inode)
+        loaded = False  # at most one listing step that reads records once entries are found
+        while len(batch) < READDIR_BATCH:
+            most = READDIR_BATCH - len(batch)
+            if spans is not None and position >= spans.position:
+                if batch and loaded:
+                    break
+                position, loaded = await self._skip_absent(spans, position)
+                if spans.span > 1:
+                    most = 1  # a directory of chunks: each is listed only if it holds one
+            run = tree.child_run(inode, position, most)
+            if run is None:
+                break
+            count = len(run.names)
+            sizes = self._grid_sizes(inode, run) if run.grid else self._static_sizes(inode, run)
+            resume = run.start + DOT_ENTRIES + 1
+            if None not in sizes and ABSENT not in sizes:  # the hot path: all known, all there
+                batch.extend(
+                    zip(
+                        run.names,
+                        map(Inode, range(run.first_inode, run.first_inode + count)),
+                        cast(list[int], sizes),
+                        range(resume, resume + count),
+                        strict=True,
+                    )
+                )
+            else:
+                await self._resolve_sizes(run, sizes)
+                for offset, (name, size) in enumerate(zip(run.names, sizes, strict=True)):
+                    if size != ABSENT:
+                        child = Inode(run.first_inode + offset)
+                        batch.append((name, child, cast(int, size), resume + offset))
+            position = run.start + count
+        return batch
+
+    async def _resolve_sizes(self, run: ChildRun, sizes: list[int | None]) -> None:
+        """Fill in the sizes that only a record or the target can tell, all at once.
+
+        A name without a reference becomes ``ABSENT``; a target that cannot tell its size
+        (missing, refused, unreachable) makes its entry ``UNRESOLVED`` with a log line: one
+        target never fails the listing of its directory.
+        """
+
+        failures: list[RefmountError] = []
+
+        async def resolve(offset: int) -> None:
+            child = Inode(run.first_inode + offset)
+            try:
+                sizes[offset] = (await self._file_attributes(child)).size
+            except NotFoundError:
+                sizes[offset] = ABSENT
+            except TargetError as error:
+                log.info("listed with an unknown size: %s", error)
+                sizes[offset] = UNRESOLVED
+            except RefmountError as error:  # a malformed row: the listing fails, as it says
+                failures.append(error)
+
+        async with trio.open_nursery() as nursery:
+            for offset, size in enumerate(sizes):
+                if size is None:
+                    nursery.start_soon(resolve, offset)
+        if failures:
+            raise failures[0]
+
+    async def _skip_absent(self, spans: ChunkSpans, position: int) -> tuple[int, bool]:
+        """Return the first grid entry from ``position`` on that holds a chunk not known to be
+        absent (past the last entry when none does), and whether finding it read records.
+
+        A sparse grid is never walked entry by entry: absent stretches are jumped over with
+        ``ReferenceSet.skip_absent``, without I/O when the records involved are loaded, else
+        in a worker thread with bounded work (a listing's work follows the record files that
+        exist, not the grid)."""
+        offset = position - spans.position
+        if offset >= spans.total:
+            return position, False
+        start = spans.first + offset * spans.span
+        stop = spans.first + spans.total * spans.span
+        references = self._references
+        found = references.skip_absent(spans.grid, start, stop, load=False)
+        loaded = False
+        if found < stop and not references.chunk_is_loaded(spans.grid, found):
+            found = await self._in_record_thread(
+                lambda: references.skip_absent(spans.grid, found, stop, load=True)
+            )
+            loaded = True
+        return spans.position + (found - spans.first) // spans.span, loaded
+
+    async def _in_record_thread(self, work: Callable[[], int]) -> int:
+        """Run listing work that may read record files in a worker thread."""
+        try:
+            return await trio.to_thread.run_sync(work, limiter=self._record_threads)
+        except OSError as error:
+            raise TargetReadError(
+                self._references.source,
+                self._references.source,
+                f"cannot list the record files: {error}",
+            ) from error
+
+    def listing_attributes(self, is_dir: bool) -> Attributes:
+        """Return what every listed directory (or file) shares: all but inode and size."""
+        return self._attributes(Inode(0), is_dir, 0)
+
+    def _static_sizes(self, inode: Inode, run: ChildRun) -> list[int | None]:
+        """Return the sizes of a run of stored keys' nodes: lengths in bulk, then each
+        whole-file reference's size when known (``ABSENT`` for no reference; None: ask)."""
+        path = self._tree.path(inode)
+        prefix = path + "/" if path else ""
+        sizes = self._references.known_lengths(prefix, run.names)
+        for offset, is_dir in enumerate(run.dirs):
+            if is_dir:
+                sizes[offset] = DIRECTORY
+            elif sizes[offset] is None:
+                reference = self._references.get(prefix + run.names[offset].decode("utf-8"))
+                sizes[offset] = ABSENT if reference is None else self._reader.known_size(reference)
+        return sizes
+
+    def _grid_sizes(self, inode: Inode, run: ChildRun) -> list[int | None]:
+        """Return the sizes of a run of grid nodes: chunk sizes in bulk where loaded."""
+        count = len(run.names)
+        if run.dirs[0]:
+            return [DIRECTORY] * count
+        chunks = self._tree.leaf_chunks(inode)
+        assert chunks is not None  # grid files are the leaf chunks of their directory
+        first = chunks.first + run.start - chunks.position
+        sizes: list[int | None] = []
+        while len(sizes) < count:
+            more = self._references.chunk_sizes(chunks.grid, first + len(sizes), first + count)
+            if not more:
+                break
+            sizes += more
+        sizes += [None] * (count - len(sizes))
+        for offset, size in enumerate(sizes):
+            if size is None:  # not loaded, or the chunk's reference alone tells
+                sizes[offset] = self._listed_chunk_size(chunks.grid, first + offset)
+        return sizes
+
+    def keep_unlisted(self, inode: Inode, start: int, entries: list[ListedEntry]) -> None:
+        """Keep entries ``readdir`` prepared that the kernel had no room for.
+
+        The kernel's buffer rarely ends where a batch of ``READDIR_BATCH`` does; the next
+        call, from ``start``, is answered with the rest instead of preparing them again. A
+        few directories' worth are kept (entries never change, so a kept batch is right for
+        any listing that resumes at ``start``).
+        """
+        if not entries:
+            return
+        self._unlisted[(inode, start)] = entries
+        if len(self._unlisted) > UNLISTED_BATCHES:
+            self._unlisted.popitem(last=False)
+
+    def _listed_chunk_size(self, grid: int, index: int) -> int | None:
+        """Return a listed chunk's size when it is known without I/O, ``ABSENT`` for a null
+        row, or None when it takes a record load or the target."""
+        references = self._references
+        if not references.chunk_is_loaded(grid, index):
+            return None
+        reference = references.chunk(grid, index)
+        return ABSENT if reference is None else self._reader.known_size(reference)
+
+    # ------------------------------------------------------------------ files
+
+    async def open(self, inode: Inode, flags: int) -> FileHandle:
+        """Open a file for reading; anything that could write is refused with EROFS."""
+        self._require(inode)
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND):
+            raise ReadOnlyError("the filesystem is read-only")
+        if inode == STATS_INODE:
+            return self._open_statistics()
+        if self._tree.is_dir(inode):
+            raise FilesystemError(errno.EISDIR)
+        reference, key = await self._reference_and_key(inode)
+        if self._target_problem is not None and key is None:
+            self._check_target(inode, reference)  # a chunk; a static key was checked at start
+        if isinstance(reference, Whole):
+            await self._size(inode, reference)  # EIO while the target cannot tell (kept once known)
+        handle = FileHandle(next(self._handles))
+        self._open[handle] = OpenFile(
+            inode,
+            key if key is not None else self._tree.path(inode),
+            reference,
+            self._notice_open(inode, reference),
+        )
+        return handle
+
+    def _open_statistics(self) -> FileHandle:
+        """Open the statistics file: its contents are the snapshot taken now."""
+        snapshot = Inline(encode_snapshot(self.snapshot()))
+        handle = FileHandle(next(self._handles))
+        self._open[handle] = OpenFile(STATS_INODE, STATS_FILE, snapshot)
+        return handle
+
+    def is_statistics(self, inode: Inode) -> bool:
+        """Return True for the statistics file, whose size (0) says nothing of its contents:
+        it must be read with direct I/O, past its size, and never cached."""
+        return inode == STATS_INODE
+
+    # ------------------------------------------------------------------ neighbour prefetch
+
+    def _notice_open(self, inode: Inode, reference: Reference) -> _Opening | None:
+        """Prefetch the following references of the object when a directory is read in order.
+
+        In order: the file opened starts in the same object as the one opened just before it
+        in the same directory, at most ``neighbour_gap`` bytes after its end, and a read of
+        that one was asked for since it was opened (the read may still be waiting: parallel
+        readers open the next files before the previous reads are answered). Files the kernel
+        answers from its page cache do not count: it sends no read (a second pass needs
+        nothing fetched).
+        Local files are left out: a request costs them little, and one large read would only
+        serialize parallel ones. The directory's sibling index (its range references per
+        object, sorted by offset) is built once, on the first in-order open (in a worker
+        thread for large directories); the chain of references from this one on goes to
+        ``Reader.prefetch_neighbours``. Returns the opening to mark when a read comes.
+        """
+        config = self._reader.config
+        if (
+            not self._reader.can_prefetch
+            or config.neighbour_bytes <= 0
+            or not isinstance(reference, Range)
+            or not 0 < reference.length <= config.whole_fetch_limit
+            or _is_local(reference.url)
+        ):
+            return None
+        parent = self._tree.parent(inode)
+        previous = self._last_open.pop(parent, None)
+        opening = _Opening(reference.url, reference.offset + reference.length)
+        self._last_open[parent] = opening
+        if len(self._last_open) > OPEN_HISTORY:
+            self._last_open.popitem(last=False)
+        if (
+            previous is not None
+            and previous.asked
+            and previous.url == reference.url
+            and previous.end <= reference.offset <= previous.end + config.neighbour_gap
+        ):
+            self._prefetch_from(parent, reference)
+        return opening
+
+    def _prefetch_from(self, parent: Inode, reference: Range) -> None:
+        """Prefetch after ``reference`` once its directory's sibling index is at hand."""
+        if parent in self._sibling_indexes:
+            self._sibling_indexes.move_to_end(parent)
+            self._prefetch_after(parent, reference)
+        elif parent not in self._indexing:
+            index = self._sibling_index(parent, INLINE_INDEX_LIMIT)
+            if index is not None:
+                self._keep_index(parent, index)
+                self._prefetch_after(parent, reference)
+                return
+            self._indexing.add(parent)
+            self._reader.spawn(
+                lambda: self._index_then_prefetch(parent, reference), self._tree.path(parent)
+            )
+
+    async def _index_then_prefetch(self, parent: Inode, reference: Range) -> None:
+        try:
+            index = await trio.to_thread.run_sync(
+                self._sibling_index, parent, SIBLING_INDEX_LIMIT, limiter=self._record_threads
+            )
+        finally:
+            self._indexing.discard(parent)
+        self._keep_index(parent, index)
+        self._prefetch_after(parent, reference)
+
+    def _keep_index(self, parent: Inode, index: _SiblingIndex | None) -> None:
+        self._sibling_indexes[parent] = index
+        if len(self._sibling_indexes) > SIBLING_INDEXES:
+            self._sibling_indexes.popitem(last=False)
+
+    def _prefetch_after(self, parent: Inode, reference: Range) -> None:
+        """Hand the chain of references that follow ``reference`` in its object to the reader.
+
+        Up to twice the window's count: those already ahead, then a full run to fetch. Each
+        run requested doubles the window asked for next, up to ``neighbour_growth``.
+        """
+        index = self._sibling_indexes.get(parent)
+        siblings = None if index is None else index.get(reference.url)
+        if siblings is None or siblings.quiet_from <= reference.offset < siblings.quiet_until:
+            return
+        config = self._reader.config
+        most = 2 * config.neighbour_count * siblings.scale
+        spans: list[tuple[int, int]] = []
+        end = reference.offset
+        position = bisect.bisect_left(siblings.offsets, reference.offset)
+        while position < len(siblings.offsets) and len(spans) < most:
+            start, stop = siblings.offsets[position], siblings.ends[position]
+            position += 1
+            if start > end + (config.neighbour_gap if spans else 0):
+                break
+            if start >= end:  # overlapping or repeated references are left out
+                spans.append((start, stop))
+                end = stop
+        prefetch = self._reader.prefetch_neighbours(
+            self._tree.path(parent), reference.url, spans, siblings.scale
+        )
+        siblings.quiet_from, siblings.quiet_until = reference.offset, prefetch.resume_at
+        grown = min(2 * prefetch.scale, max(1, config.neighbour_growth))
+        siblings.scale = grown if prefetch.requested else prefetch.scale
+
+    def _sibling_index(self, parent: Inode, most: int) -> _SiblingIndex | None:
+        """Return a directory's range references per object (safe in a worker thread).
+
+        Only references known without I/O are indexed (explicit keys, chunks of loaded
+        records); None when the directory has more than ``most`` entries.
+        """
+        limit = self._reader.config.whole_fetch_limit
+        rows: dict[str, list[tuple[int, int]]] = {}
+        prefix = self._tree.path(parent)
+        prefix = prefix + "/" if prefix else ""
+        chunks = self._tree.leaf_chunks(parent)
+        if chunks is not None:  # the chunk files in bulk, the entries before them one by one
+            if chunks.position + chunks.total > most:
+                return None
+            found = self._references.chunk_ranges(
+                chunks.grid, chunks.first, chunks.first + chunks.total
+            )
+            for url, ranges in found.items():
+                rows[url] = [
+                    (offset, offset + length)
+                    for offset, length in zip(ranges.offsets, ranges.lengths, strict=True)
+                    if length <= limit
+                ]
+        for count, (entry, _) in enumerate(self._tree.children(parent)):
+            if count >= most:
+                return None
+            if chunks is not None and count >= chunks.position:
+                break  # the chunk files, taken above; what comes before is stored keys
+            if entry.is_dir:
+                continue
+            reference = self._references.get(prefix + entry.name)  # the key, not rebuilt
+            if isinstance(reference, Range) and 0 < reference.length <= limit:
+                rows.setdefault(reference.url, []).append(
+                    (reference.offset, reference.offset + reference.length)
+                )
+        index: _SiblingIndex = {}
+        for url, spans in rows.items():
+            spans.sort()
+            index[url] = _Siblings(
+                array("q", (s for s, _ in spans)), array("q", (e for _, e in spans))
+            )
+        return index
+
+    async def read(self, handle: FileHandle, offset: int, size: int) -> bytes | memoryview:
+        """Return ``size`` bytes at ``offset``, fewer only at the end of the file."""
+        opened = self._open.get(handle)
+        if opened is None:
+            raise FilesystemError(errno.EBADF, f"unknown file handle {handle}")
+        if opened.inode == STATS_INODE:
+            assert isinstance(opened.reference, Inline)
+            return opened.reference.data[offset : offset + size]
+        if opened.opening is not None:
+            opened.opening.asked = True
+        return await self._reader.read(opened.key, opened.reference, offset, size)
+
+    def release(self, handle: FileHandle) -> None:
+        """Forget an open file."""
+        self._open.pop(handle, None)
+
+    @property
+    def open_files(self) -> int:
+        """Return how many files are open."""
+        return len(self._open)
+
+    # ------------------------------------------------------------------ xattrs
+
+    async def listxattr(self, inode: Inode) -> list[str]:
+        """Return the extended attribute names of a node (files only have them)."""
+        self._require(inode)
+        if inode == STATS_INODE or self._tree.is_dir(inode):
+            return []
+        return [XATTR_PREFIX + name for name in XATTRS]
+
+    async def getxattr(self, inode: Inode, name: str) -> bytes:
+        """Return one of ``user.refmount.{kind,url,offset,length}``."""
+        if name not in await self.listxattr(inode):
+            raise NoAttributeError(name)
+        reference = await self._reference(inode)
+        field = name.removeprefix(XATTR_PREFIX)
+        if field == "kind":
+            return reference_kind(reference).encode()
+        if field == "url":
+            return b"" if isinstance(reference, Inline) else reference.url.encode()
+        if field == "offset":
+            return str(reference.offset if isinstance(reference, Range) else 0).encode()
+        return str(await self._size(inode, reference)).encode()
+
+    # ------------------------------------------------------------------ statistics
+
+    @property
+    def statistics(self) -> Statistics:
+        """Return the per-operation counters that the FUSE boundary records into."""
+        return self._statistics
+
+    def snapshot(self) -> dict[str, Any]:
+        """Return the mount's counters as JSON-ready values (what ``refmount stats`` shows)."""
+        return self._statistics.snapshot(
+            self._reader.statistics(), open_files=len(self._open), source=self._references.source
+        )
+
+    # ------------------------------------------------------------------ misc
+
+    def statfs(self) -> FilesystemStatistics:
+        """Return filesystem-wide figures."""
+        return FilesystemStatistics(BLOCK_SIZE, self._tree.node_count, 255)
+
+    async def _reference(self, inode: Inode) -> Reference:
+        return (await self._reference_and_key(inode))[0]
+
+    async def _reference_and_key(self, inode: Inode) -> tuple[Reference, str | None]:
+        """Return a file's reference, and its key if working the reference out needed it."""
+        recent = self._recent_references.get(inode)
+        if recent is not None:
+            return recent
+        source = self._tree.file_source(inode)
+        if isinstance(source, StaticFile):
+            reference = self._references.get(source.key)
+            key: str | None = source.key
+        else:
+            reference, key = await self._chunk(inode, source), None
+        if reference is None:
+            raise NotFoundError(f"inode {inode} has no reference")
+        recent_references = self._recent_references
+        if len(recent_references) >= RECENT_REFERENCES:
+            del recent_references[next(iter(recent_references))]
+        recent_references[inode] = (reference, key)
+        return reference, key
+
+    async def _size(self, inode: Inode, reference: Reference) -> int:
+        """Return a file's size; its key is only worked out when the target must be asked."""
+        known = self._reader.known_size(reference)
+        if known is not None:
+            return known
+        return await self._reader.size(self._tree.path(inode), reference)
+
+    async def _chunk(self, inode: Inode, source: GridChunk) -> Reference | None:
+        references = self._references
+        if references.chunk_is_loaded(source.grid, source.index):
+            return references.chunk(source.grid, source.index)
+        try:
+            return await trio.to_thread.run_sync(
+                references.chunk, source.grid, source.index, limiter=self._record_threads
+            )
+        except OSError as error:
+            raise TargetReadError(
+                self._tree.path(inode),
+                references.source,
+                f"cannot read the record file that holds this chunk: {error}",
+            ) from error
+
+    def _check_target(self, inode: Inode, reference: Reference) -> None:
+        """Refuse a chunk whose target this mount may not read (asked once per URL)."""
+        if isinstance(reference, Inline) or self._target_problem is None:
+            return
+        url = reference.url
+        if url not in self._problems:
+            self._problems[url] = self._target_problem(url)
+        problem = self._problems[url]
+        if problem is not None:
+            raise TargetAccessError(self._tree.path(inode), url, problem)
+
+    def _attributes(self, inode: Inode, is_dir: bool, size: int) -> Attributes:
+        owner = self._owner
+        mode = self._dir_mode if is_dir else self._file_mode
+        return Attributes(inode, is_dir, size, mode, owner.uid, owner.gid, self._mtime_ns)
+
+    def _require(self, inode: Inode) -> None:
+        if not self._tree.exists(inode) and inode != STATS_INODE:
+            raise NotFoundError(f"no inode {inode}")
+
+    def _require_dir(self, inode: Inode) -> None:
+        self._require(inode)
+        if inode == STATS_INODE or not self._tree.is_dir(inode):
+            raise FilesystemError(errno.ENOTDIR)
+
+
+def _is_local(url: str) -> bool:
+    """Return True for a URL of a local file (no protocol, ``file://``, not chained)."""
+    return "::" not in url and (protocol_of(url) or "file").lower() in LOCAL_PROTOCOLS

@@ -1,0 +1,590 @@
+"""The immutable namespace: names to inodes, directories inferred from ``/`` in keys.
+
+Two kinds of node share one inode space:
+
+* **static nodes** (inodes ``1 … static_count``) come from the explicitly stored keys. They are
+  numbered breadth-first with each directory's children contiguous and sorted by name, so a
+  lookup is a binary search and the numbering is the same on every mount of the same set;
+* **grid nodes** come after, one block of inodes per chunk grid (Parquet arrays). Nothing is
+  stored per chunk: a grid node's name, parent and children are computed from its position
+  in the block, so a 5-million-chunk array costs a few integers.
+
+Whether a grid leaf really exists (its Parquet row may be null) is the reference set's
+business; the tree only knows the names that could exist.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from refmount.errors import ReferenceFormatError
+from refmount.model import ROOT_INODE, ChunkGrid, Inode, canonical_index, ravel, unravel
+from refmount.names import NameTable, key_problem
+from refmount.namespace.build import (
+    BuildDir,
+    Problem,
+    descend,
+    in_order,
+    insert_keys,
+    number_static,
+    remove,
+    settle,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_INODE = 2**63 - 1
+"""The largest inode number handed out (the kernel's are 64 bits; leave the sign bit alone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StaticFile:
+    """A file node whose reference is stored under ``key``."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class GridChunk:
+    """A file node that is chunk ``index`` of chunk grid number ``grid``."""
+
+    grid: int
+    index: int
+
+
+FileSource = StaticFile | GridChunk
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRun:
+    """Entries of one directory that follow each other, as columns: a listing's hot path.
+
+    Entry ``i`` is at position ``start + i`` (as ``children`` numbers them), is called
+    ``names[i]`` (UTF-8) and has inode ``first_inode + i``. ``dirs[i]`` is true for a
+    directory. ``grid`` is true when the entries are grid nodes (else stored keys).
+    """
+
+    start: int
+    first_inode: int
+    names: list[bytes]
+    dirs: Sequence[int]
+    grid: bool
+
+
+class LeafChunks(NamedTuple):
+    """The chunk files among a directory's entries: from entry ``position`` on (counting from
+    0), ``total`` chunks of grid ``grid``, the first being chunk ``first``."""
+
+    grid: int
+    first: int
+    position: int
+    total: int
+
+
+class ChunkSpans(NamedTuple):
+    """Which chunks a directory's grid entries hold: from entry ``position`` on (counting from
+    0), ``total`` entries, entry ``position + k`` holding chunks ``first + k * span`` to
+    ``first + (k + 1) * span`` of grid ``grid`` (a chunk file holds itself: ``span`` 1)."""
+
+    grid: int
+    first: int
+    position: int
+    total: int
+    span: int
+
+
+class Entry(NamedTuple):
+    """One directory entry: its name, inode, and whether it is a directory.
+
+    A named tuple rather than a dataclass: listings build one per name, and a tuple is the
+    cheapest object Python makes.
+    """
+
+    name: str
+    inode: Inode
+    is_dir: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _GridBlock:
+    """Where one chunk grid's nodes sit in the inode space, level by level.
+
+    Level ``l`` holds ``levels[l]`` nodes numbered from ``starts[l]``. With a prefix (zarr v3's
+    ``c``) level 0 is the prefix directory. The index levels follow: one level of leaves for the
+    ``.`` separator, one level per dimension for ``/`` (the last level holds the leaves).
+    """
+
+    grid_id: int
+    grid: ChunkGrid
+    owner: Inode
+    levels: tuple[int, ...]
+    starts: tuple[int, ...]
+
+    @property
+    def end(self) -> int:
+        """Return one past the last inode of the block."""
+        return self.starts[-1] + self.levels[-1]
+
+    @property
+    def first_index_level(self) -> int:
+        """Return the level of the first index component (after the prefix directory)."""
+        return 1 if self.grid.prefix and self.grid.shape else 0
+
+    def is_leaf(self, level: int) -> bool:
+        """Return True when nodes at ``level`` are chunk files."""
+        return level == len(self.levels) - 1
+
+    def inode(self, level: int, index: int) -> Inode:
+        """Return the inode of node ``index`` at ``level``."""
+        return Inode(self.starts[level] + index)
+
+    def locate(self, inode: int) -> tuple[int, int]:
+        """Return ``(level, index)`` of an inode inside the block."""
+        level = bisect.bisect_right(self.starts, inode) - 1
+        return level, inode - self.starts[level]
+
+    def dimension(self, level: int) -> int:
+        """Return the grid dimension that an index level spells (``/`` separator only)."""
+        return level - self.first_index_level
+
+    def name(self, level: int, index: int) -> str:
+        """Return the name of a node."""
+        grid = self.grid
+        if not grid.shape:
+            return grid.scalar_name()
+        if level < self.first_index_level:
+            return grid.prefix
+        if grid.separator != "/":
+            return grid.separator.join(str(i) for i in unravel(index, grid.shape))
+        return str(index % grid.shape[self.dimension(level)])
+
+    def names_utf8(self, level: int, start: int, stop: int) -> list[bytes]:
+        """Return the names of nodes ``[start, stop)`` at ``level``, UTF-8 encoded."""
+        grid = self.grid
+        if grid.shape and level >= self.first_index_level and grid.separator == "/":
+            extent = grid.shape[self.dimension(level)]
+            return [b"%d" % (index % extent) for index in range(start, stop)]
+        return [self.name(level, index).encode("utf-8") for index in range(start, stop)]
+
+    def parent(self, level: int, index: int) -> Inode:
+        """Return the inode of a node's parent directory."""
+        if level == 0:
+            return self.owner
+        if level == self.first_index_level:
+            return self.inode(0, 0)
+        extent = self.grid.shape[self.dimension(level)]
+        return self.inode(level - 1, index // extent)
+
+    def child_range(self, level: int | None, index: int) -> tuple[int, int, int]:
+        """Return ``(child level, first index, count)`` for the children of a grid directory.
+
+        ``level`` None means the owning array directory.
+        """
+        child_level = 0 if level is None else level + 1
+        if level is None or level < self.first_index_level:
+            return child_level, 0, self.levels[child_level]
+        extent = self.grid.shape[self.dimension(child_level)]
+        return child_level, index * extent, extent
+
+    def child_named(self, level: int | None, index: int, name: str) -> Inode | None:
+        """Return the child of a grid directory called ``name``, if the grid has one."""
+        grid = self.grid
+        child_level, first, count = self.child_range(level, index)
+        if child_level < self.first_index_level or not grid.shape:
+            return self.inode(child_level, 0) if name == self.name(child_level, 0) else None
+        if grid.separator != "/":
+            parts = name.split(grid.separator)
+            if len(parts) != len(grid.shape):
+                return None
+            indices = [canonical_index(p, e) for p, e in zip(parts, grid.shape, strict=True)]
+            if any(i is None for i in indices):
+                return None
+            return self.inode(child_level, ravel([i or 0 for i in indices], grid.shape))
+        value = canonical_index(name, count)
+        return None if value is None else self.inode(child_level, first + value)
+
+    def span(self, level: int) -> int:
+        """Return how many chunks a node at ``level`` holds (1 for a chunk file)."""
+        grid = self.grid
+        if self.is_leaf(level):
+            return 1
+        if level < self.first_index_level:
+            return grid.count
+        span = 1
+        for extent in grid.shape[self.dimension(level) + 1 :]:
+            span *= extent
+        return span
+
+    def chunk_index(self, level: int, index: int) -> int:
+        """Return the chunk number of a leaf node (leaves are numbered in C order)."""
+        return index
+
+
+def _grid_block(grid_id: int, grid: ChunkGrid, owner: Inode, start: int) -> _GridBlock:
+    levels: list[int] = []
+    if grid.prefix and grid.shape:
+        levels.append(1)
+    if not grid.shape:
+        levels.append(1)
+    elif grid.separator != "/":
+        levels.append(grid.count)
+    else:
+        nodes = 1
+        for extent in grid.shape:
+            nodes *= extent
+            levels.append(nodes)
+    starts: list[int] = []
+    position = start
+    for count in levels:
+        starts.append(position)
+        position += count
+    return _GridBlock(grid_id, grid, owner, tuple(levels), tuple(starts))
+
+
+class Tree:
+    """The mounted namespace. Immutable once built; safe to share between tasks and threads."""
+
+    def __init__(
+        self,
+        names: NameTable,
+        parents: array[int],
+        first_child: array[int],
+        child_count: array[int],
+        is_dir: bytearray,
+        blocks: list[_GridBlock],
+    ) -> None:
+        self._names = names
+        self._static_end = len(names)  # static inodes are 1 … _static_end - 1
+        self._parents = parents
+        self._first_child = first_child
+        self._child_count = child_count
+        self._is_dir = is_dir
+        self._blocks = blocks
+        self._block_starts = [block.starts[0] for block in blocks]
+        self._blocks_by_owner = {block.owner: block for block in blocks}
+
+    # ----------------------------------------------------------------- building
+
+    @classmethod
+    def build(
+        cls,
+        keys: Iterable[str],
+        grids: Sequence[ChunkGrid] = (),
+        *,
+        source: str,
+        skip_invalid: bool = False,
+    ) -> Tree:
+        """Build the tree of ``keys`` plus the chunk ``grids``.
+
+        Keys FUSE cannot represent (see ``key_problem``), a key that is both a file and a
+        directory, a key that is also the name of a chunk of its array, an array whose path
+        FUSE cannot represent and an array with more chunks than there are inode numbers raise
+        ``ReferenceFormatError`` naming them; with ``skip_invalid`` they are left out with one
+        warning each (an array whose path is invalid is left out with its metadata key).
+        """
+        root = BuildDir(0)
+        problems: list[Problem] = []
+        key_count = insert_keys(root, keys, problems)
+        active = [True] * len(grids)
+        next_inode = 1 << 32  # grid inodes follow the static ones: leave room for 2**32 of those
+        for grid_id, grid in enumerate(grids):
+            event = key_count + grid_id
+            problem = key_problem(grid.array) if grid.array else None
+            if problem is not None:
+                active[grid_id] = False
+                # Only keys FUSE cannot represent can start with an invalid path plus "/", and
+                # those are found as they arrive: the problems found later do not matter here.
+                below = grid.array + "/"
+                if not any(key.startswith(below) for _, key, _ in problems):
+                    problems.append((event, grid.array, f"array path: {problem}"))
+                continue
+            end = _grid_block(grid_id, grid, ROOT_INODE, next_inode).end
+            if end > MAX_INODE:
+                active[grid_id] = False
+                problem = f"array has {grid.count} chunks, too many to mount"
+                problems.append((event, grid.array, problem))
+                continue
+            next_inode = end
+            if grid.array:
+                descend(root, grid.array.split("/"), event)
+        settle(root, problems)
+        _report(in_order(problems), source, skip_invalid)
+        tree = cls._number(root, grids, active)
+        collisions = tree._grid_collisions()
+        if collisions and skip_invalid:
+            skipped: list[tuple[str, str]] = []
+            for path, problem in collisions:
+                removed = remove(root, path)
+                skipped.extend(
+                    (key, problem if key == path else f"{path!r}: {problem}") for key in removed
+                )
+                for grid_id, grid in enumerate(grids):
+                    if grid.array == path or grid.array.startswith(path + "/"):
+                        active[grid_id] = False
+            _report(skipped, source, skip_invalid)
+            tree = cls._number(root, grids, active)
+        else:
+            _report(collisions, source, skip_invalid)
+        del root  # the directories as built are garbage now: copy the names in their place
+        tree._names.freeze()
+        return tree
+
+    @classmethod
+    def _number(cls, root: BuildDir, grids: Sequence[ChunkGrid], active: Sequence[bool]) -> Tree:
+        columns = number_static(root)
+        table = NameTable.from_utf8(columns.blob, columns.ends)
+        parents, first_child, child_count = (
+            columns.parents,
+            columns.first_child,
+            columns.child_count,
+        )
+        tree = cls(table, parents, first_child, child_count, columns.is_dir, [])
+        blocks: list[_GridBlock] = []
+        next_inode = len(parents)
+        for grid_id, grid in enumerate(grids):
+            if not active[grid_id]:
+                continue
+            owner = tree._static_path(grid.array)
+            block = _grid_block(grid_id, grid, owner, next_inode)
+            blocks.append(block)
+            next_inode = block.end
+        return cls(table, parents, first_child, child_count, columns.is_dir, blocks)
+
+    def _static_path(self, path: str) -> Inode:
+        inode = ROOT_INODE
+        for part in path.split("/") if path else ():
+            child = self._static_child(inode, part)
+            assert child is not None, path
+            inode = child
+        return inode
+
+    def _grid_collisions(self) -> list[tuple[str, str]]:
+        collisions = []
+        for block in self._blocks:
+            start = self._first_child[block.owner]
+            for child in range(start, start + self._child_count[block.owner]):
+                if block.child_named(None, 0, self._names[child]) is not None:
+                    key = self.path(Inode(child))
+                    collisions.append((key, "name is also a chunk key of its array"))
+        return collisions
+
+    # ----------------------------------------------------------------- queries
+
+    @property
+    def static_count(self) -> int:
+        """Return how many static nodes there are (inodes ``1 … static_count``)."""
+        return len(self._names) - 1
+
+    @property
+    def node_count(self) -> int:
+        """Return how many nodes could exist, counting every grid position."""
+        return (self._blocks[-1].end - 1) if self._blocks else self.static_count
+
+    def is_static(self, inode: Inode) -> bool:
+        """Return True when the node comes from an explicitly stored key."""
+        return 1 <= inode < self._static_end
+
+    def exists(self, inode: int) -> bool:
+        """Return True when ``inode`` is a number this tree gave out."""
+        return 1 <= inode <= self.node_count
+
+    def is_dir(self, inode: Inode) -> bool:
+        """Return True for directories."""
+        if self.is_static(inode):
+            return bool(self._is_dir[inode])
+        block, level, _ = self._grid_node(inode)
+        return not block.is_leaf(level)
+
+    def parent(self, inode: Inode) -> Inode:
+        """Return the parent directory (the root is its own parent)."""
+        if self.is_static(inode):
+            return Inode(self._parents[inode])
+        block, level, index = self._grid_node(inode)
+        return block.parent(level, index)
+
+    def name(self, inode: Inode) -> str:
+        """Return the node's own name (``""`` for the root)."""
+        if self.is_static(inode):
+            return self._names[inode]
+        block, level, index = self._grid_node(inode)
+        return block.name(level, index)
+
+    def path(self, inode: Inode) -> str:
+        """Return the node's full path below the mountpoint, which is its key for files."""
+        parts: list[str] = []
+        while inode != ROOT_INODE:
+            parts.append(self.name(inode))
+            inode = self.parent(inode)
+        return "/".join(reversed(parts))
+
+    def file_source(self, inode: Inode) -> FileSource:
+        """Return where a file's reference comes from."""
+        if self.is_static(inode):
+            return StaticFile(self.path(inode))
+        block, level, index = self._grid_node(inode)
+        return GridChunk(block.grid_id, block.chunk_index(level, index))
+
+    def lookup(self, parent: Inode, name: str) -> Inode | None:
+        """Return the child of directory ``parent`` called ``name``; handles ``.`` and ``..``."""
+        if name == ".":
+            return parent
+        if name == "..":
+            return self.parent(parent)
+        if self.is_static(parent):
+            child = self._static_child(parent, name)
+            if child is not None:
+                return child
+            block = self._blocks_by_owner.get(parent)
+            return None if block is None else block.child_named(None, 0, name)
+        block, level, index = self._grid_node(parent)
+        if block.is_leaf(level):
+            return None
+        return block.child_named(level, index, name)
+
+    def children(self, inode: Inode, start: int = 0) -> Iterator[tuple[Entry, int]]:
+        """Yield a directory's entries from position ``start``, each with the next position.
+
+        Positions are stable (the tree never changes), so they serve as readdir offsets.
+        Static children come first, sorted by name; grid children follow in index order.
+        """
+        if self.is_static(inode):
+            first = self._first_child[inode]
+            count = self._child_count[inode]
+            for position in range(start, count):
+                child = Inode(first + position)
+                yield Entry(self._names[child], child, bool(self._is_dir[child])), position + 1
+            block = self._blocks_by_owner.get(inode)
+            if block is not None:
+                yield from self._grid_children(block, None, 0, max(start - count, 0), count)
+            return
+        block, level, index = self._grid_node(inode)
+        if not block.is_leaf(level):
+            yield from self._grid_children(block, level, index, start, 0)
+
+    def child_run(self, inode: Inode, start: int, most: int) -> ChildRun | None:
+        """Return up to ``most`` entries of a directory from position ``start``, as
+        ``children`` gives them, in one run: stored keys and grid nodes are never mixed.
+        None at the end."""
+        if self.is_static(inode):
+            first = self._first_child[inode]
+            count = self._child_count[inode]
+            if start < count:
+                stop = min(count, start + most)
+                return ChildRun(
+                    start,
+                    first + start,
+                    self._names.utf8_run(first + start, first + stop),
+                    self._is_dir[first + start : first + stop],
+                    grid=False,
+                )
+            block = self._blocks_by_owner.get(inode)
+            if block is None:
+                return None
+            return self._grid_run(block, None, 0, start - count, most, count)
+        block, level, index = self._grid_node(inode)
+        if block.is_leaf(level):
+            return None
+        return self._grid_run(block, level, index, start, most, 0)
+
+    def _grid_run(
+        self, block: _GridBlock, level: int | None, index: int, start: int, most: int, offset: int
+    ) -> ChildRun | None:
+        child_level, first, count = block.child_range(level, index)
+        if start >= count:
+            return None
+        stop = min(count, start + most)
+        names = block.names_utf8(child_level, first + start, first + stop)
+        is_dir = 0 if block.is_leaf(child_level) else 1
+        return ChildRun(
+            offset + start,
+            block.inode(child_level, first + start),
+            names,
+            bytes([is_dir]) * len(names),
+            grid=True,
+        )
+
+    def leaf_chunks(self, inode: Inode) -> LeafChunks | None:
+        """Say which chunks a directory lists, for work done on them in bulk (listing sizes,
+        the neighbour index).
+
+        For a directory whose grid children are chunk files: the entry at position ``p`` (as
+        ``children`` numbers them, from 0) at or after ``position`` is chunk
+        ``first + p - position``. None for any other directory.
+        """
+        found = self._grid_entries(inode)
+        if found is None:
+            return None
+        block, child_level, first, skip, count = found
+        if not block.is_leaf(child_level):
+            return None
+        return LeafChunks(block.grid_id, block.chunk_index(child_level, first), skip, count)
+
+    def chunk_spans(self, inode: Inode) -> ChunkSpans | None:
+        """Say which chunks each grid entry of a directory holds (a listing skips the entries
+        that hold no present chunk); None for a directory without grid entries."""
+        found = self._grid_entries(inode)
+        if found is None:
+            return None
+        block, child_level, first, skip, count = found
+        span = block.span(child_level)
+        return ChunkSpans(block.grid_id, first * span, skip, count, span)
+
+    def _grid_entries(self, inode: Inode) -> tuple[_GridBlock, int, int, int, int] | None:
+        """Return the grid entries a directory lists: their block, level, first index, how
+        many static entries come before them, and how many; None for a grid leaf or a static
+        directory without grid entries."""
+        if self.is_static(inode):
+            block = self._blocks_by_owner.get(inode)
+            if block is None:
+                return None
+            level: int | None = None
+            index, skip = 0, self._child_count[inode]
+        else:
+            block, level, index = self._grid_node(inode)
+            if block.is_leaf(level):
+                return None
+            skip = 0
+        child_level, first, count = block.child_range(level, index)
+        return block, child_level, first, skip, count
+
+    def _grid_children(
+        self, block: _GridBlock, level: int | None, index: int, start: int, offset: int
+    ) -> Iterator[tuple[Entry, int]]:
+        child_level, first, count = block.child_range(level, index)
+        is_dir = not block.is_leaf(child_level)
+        for position in range(start, count):
+            child_index = first + position
+            child = block.inode(child_level, child_index)
+            name = block.name(child_level, child_index)
+            yield Entry(name, child, is_dir), offset + position + 1
+
+    def _static_child(self, parent: Inode, name: str) -> Inode | None:
+        if not self._is_dir[parent]:
+            return None
+        first = self._first_child[parent]
+        position = self._names.find(name, first, first + self._child_count[parent])
+        return None if position is None else Inode(position)
+
+    def _grid_node(self, inode: int) -> tuple[_GridBlock, int, int]:
+        position = bisect.bisect_right(self._block_starts, inode) - 1
+        if position < 0 or inode >= self._blocks[position].end:
+            raise KeyError(inode)
+        block = self._blocks[position]
+        level, index = block.locate(inode)
+        return block, level, index
+
+
+def _report(problems: list[tuple[str, str]], source: str, skip_invalid: bool) -> None:
+    if not problems:
+        return
+    if not skip_invalid:
+        key, problem = problems[0]
+        more = f" (and {len(problems) - 1} more invalid keys)" if len(problems) > 1 else ""
+        raise ReferenceFormatError(source, key, problem + more)
+    for key, problem in problems:
+        log.warning("%s: skipping key %r: %s", source, key, problem)

@@ -1,0 +1,1 @@
+"""Running on a host: log output, systemd notifications, kernel and allocator tuning."""

@@ -1,0 +1,479 @@
+"""The one way reads reach targets: each URL's filesystem and engine, chosen once and kept;
+range reads, whole reads and sizes; version pinning; per-host limits; worker threads.
+
+Each remote URL is read by one of two engines, chosen at its first use (``engine_of``):
+obstore (``obstore_engine``) for S3, HTTP(S), GCS and Azure URLs whose options map onto it,
+unless the store was made with ``fetcher="fsspec"``; fsspec for everything else, and for a
+URL whose server ignored a range or sent no length (from then on). obstore's coroutines run
+on fsspec's loop through the same bridge, host limits and error handling.
+
+Async filesystems (HTTP, S3 …) run on fsspec's own asyncio loop thread; trio awaits their
+results through the bridge (``bridge.wait_for_future``) without a thread per request, at
+most ``connections_per_host`` at a time per host. HTTP(S) and S3 ranges are read by
+``bounded``: streamed, never past one byte after the range, never inflated. Plain local
+files are read through descriptors kept open (``local_files.LocalFiles``: from the page
+cache on the loop's thread, else in a worker thread given up on at the deadline, at most a
+few per file; only regular files outside the mount); other blocking filesystems run in
+worker threads. All worker threads are bounded by one ``trio.CapacityLimiter``. Every
+failure leaves as ``RemoteError`` (``failures``), marked retryable or not; retrying is the
+reader's business.
+
+Storage options (``options``) may be keyed by URL prefix (``https://host``); each
+(protocol, option key) gets its own filesystem instance, so credentials meant for one host
+never reach another. With pinning on, each target's version (``pins``: ETag, else
+mtime/Last-Modified and size) is recorded by its first use and every later read is checked
+against it (``RemoteChangedError``). On shared mounts, ``roots`` keeps local reads inside
+the local roots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
+
+import fsspec
+import fsspec.asyn
+import fsspec.core
+import trio
+
+from refmount.config import FETCHERS
+from refmount.errors import RemoteChangedError, RemoteError
+from refmount.store.bounded import bounded_http_range, bounded_s3_range
+from refmount.store.bridge import wait_for_future
+from refmount.store.failures import http_status, remote_error
+from refmount.store.local_files import LocalFiles
+from refmount.store.obstore_engine import (
+    ObstoreEngine,
+    Plan,
+    PreconditionFailed,
+    RangeIgnored,
+)
+from refmount.store.options import (
+    S3_PROTOCOLS,
+    StorageOptions,
+    is_http,
+    is_plain_local,
+)
+from refmount.store.pins import Pin
+from refmount.store.roots import LocalRoots
+from refmount.urls import protocol_of
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+FileSystem = Any
+"""An ``fsspec.AbstractFileSystem``; fsspec has no type hints."""
+
+PIN_RECHECK_SECONDS = 5.0
+"""Where a range read cannot carry the pinned version (S3 through s3fs, other protocols),
+how old a confirmation may be before a read asks the target for its version again."""
+
+PRECONDITION_FAILED = 412
+
+Data = bytes | memoryview
+"""What a range read returns: obstore's buffers are handed on as views, never copied."""
+
+
+class Store:
+    """Reads byte ranges and sizes of target URLs; one filesystem per (protocol, option key).
+
+    The protocol is resolved for each URL, never guessed once for the whole set. The option
+    key is the storage-option prefix that matches the URL, if any, so a filesystem (and its
+    HTTP session or S3 client) carrying one host's credentials only ever serves that host.
+
+    ``local_roots``, when given, restricts local targets (checked again at every read, and
+    the real path is what is read). Local targets inside ``own_mount`` (the mountpoint) are
+    refused: reading them would ask this very mount. ``pin`` records each target's version
+    at first use; a later read of another version fails with ``RemoteChangedError``.
+    """
+
+    def __init__(
+        self,
+        options: StorageOptions | None = None,
+        *,
+        threads: int = 16,
+        connections_per_host: int = 32,
+        local_roots: LocalRoots | None = None,
+        pin: bool = False,
+        recheck_after: float = PIN_RECHECK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        own_mount: str | None = None,
+        fetcher: str = "auto",
+        obstore_engine: ObstoreEngine | None = None,
+    ) -> None:
+        if fetcher not in FETCHERS:
+            raise ValueError(f"fetcher must be one of {', '.join(FETCHERS)}, not {fetcher!r}")
+        self._options = options or StorageOptions()
+        self._obstore = (obstore_engine or ObstoreEngine()) if fetcher == "auto" else None
+        self._plans: dict[str, Plan | None] = {}
+        """URL → how obstore reads it (None: fsspec does), decided at the URL's first use."""
+        self._filesystems: dict[tuple[str, str | None], FileSystem] = {}
+        self._lock = threading.Lock()
+        self._threads = trio.CapacityLimiter(threads)
+        self._per_host = connections_per_host
+        self._hosts: dict[str, trio.Semaphore] = {}
+        self._local_roots = local_roots
+        self._pin = pin
+        self._recheck_after = recheck_after
+        self._clock = clock
+        self._pins: dict[str, Pin] = {}
+        self._pinning: dict[str, trio.Event] = {}
+        self._local = LocalFiles(self._threads, forbidden=() if own_mount is None else (own_mount,))
+        self._local_paths: dict[str, str] = {}
+        """URL → path of local files read at least once (the path ``LocalFiles`` keys)."""
+
+    def close(self) -> None:
+        """Close the local files kept open (once the event loop has stopped, on its thread)."""
+        self._local.close()
+
+    def filesystem(self, url: str) -> tuple[FileSystem, str]:
+        """Return the filesystem that serves ``url`` and the path to give it.
+
+        The first call for a protocol may import its implementation (s3fs, aiohttp: a tenth
+        of a second or more): the read path calls it from a worker thread then
+        (``_resolve``), and ``prepare`` does it ahead of the first read.
+        """
+        return self._filesystem_for(url, self._filesystem_key(url))
+
+    def _filesystem_for(self, url: str, key: tuple[str, str | None]) -> tuple[FileSystem, str]:
+        """``filesystem`` for ``url``, whose ``_filesystem_key`` is ``key``."""
+        with self._lock:
+            fs = self._filesystems.get(key)
+            if fs is None:
+                if "::" in url:
+                    fs, _ = fsspec.core.url_to_fs(url, **self._options.for_url(url))
+                else:
+                    fs = fsspec.filesystem(
+                        key[0], skip_instance_cache=True, **self._options.for_target(url)
+                    )
+                self._filesystems[key] = fs
+        if "::" in url:
+            return fs, fs._strip_protocol(url.rsplit("::", 1)[1])
+        if key[0] == "data":
+            return fs, url  # fsspec's data filesystem reads the URI, not its stripped body
+        return fs, fs._strip_protocol(url)
+
+    def _filesystem_key(self, url: str) -> tuple[str, str | None]:
+        """Return what one filesystem instance serves: a protocol (or chain) and options prefix."""
+        chain = url.rsplit("::", 1)[0] if "::" in url else protocol_of(url) or "file"
+        return chain, self._options.prefix_of(url)
+
+    def prepare(self, urls: Iterable[str]) -> None:
+        """Create the filesystems that serve ``urls`` now (blocking: call it from a thread).
+
+        A URL whose filesystem cannot be created is left for its first read to report.
+        """
+        for url in urls:
+            if self._obstore_plan(url) is not None:
+                continue
+            key = self._filesystem_key(url)
+            if key not in self._filesystems:
+                try:
+                    self._filesystem_for(url, key)
+                except Exception as error:  # noqa: BLE001 - the read that needs it will say
+                    log.debug("cannot prepare a filesystem for %s yet: %s", url, error)
+
+    def engine_of(self, url: str) -> str:
+        """Return the name of the engine that serves ``url``: ``obstore`` or ``fsspec``."""
+        return "fsspec" if self._obstore_plan(url) is None else "obstore"
+
+    def _obstore_plan(self, url: str) -> Plan | None:
+        """Return how obstore reads ``url``, or None when fsspec does (decided once)."""
+        if url in self._plans:
+            return self._plans[url]
+        plan = None
+        if self._obstore is not None:
+            plan = self._obstore.plan(url, self._options.for_target(url))
+        self._plans[url] = plan
+        return plan
+
+    def pinned(self, url: str) -> Pin | None:
+        """Return the version pinned for ``url``, if it has been used."""
+        return self._pins.get(url)
+
+    async def read_range(self, url: str, start: int, end: int) -> Data:
+        """Return bytes ``[start, end)`` of ``url`` (fewer if the target is shorter)."""
+        plan = self._obstore_plan(url)
+        if plan is not None:
+            try:
+                return await self._read_obstore(url, plan, start, end)
+            except RangeIgnored as error:
+                self._plans[url] = None
+                log.info("%s: %s; reading it through fsspec from now on", url, error.problem)
+        fs, path = await self._resolve(url)
+        if is_plain_local(url):
+            return await self._read_local(url, fs, path, start, end)
+        pin = await self._pinned(url, fs, path) if self._pin else None
+        if fs.async_impl:
+            data = await self._read_async(url, fs, path, start, end, pin)
+        else:
+            data = cast(
+                bytes, await self._in_thread(url, lambda: fs.cat_file(path, start=start, end=end))
+            )
+        if pin is not None and not (is_http(url) and pin.http_condition()):
+            await self._recheck(url, fs, path, pin)
+        return data
+
+    async def size(self, url: str) -> int:
+        """Return the size in bytes of the whole target ``url`` (its pinned size, if pinned)."""
+        plan = self._obstore_plan(url)
+        if plan is not None and self._pin:
+            size: object = (await self._pinned(url, None, url)).size
+        elif plan is not None:
+            size = (await self._current_version(url, None, url)).size
+        else:
+            size = await self._fsspec_size(url)
+        if not isinstance(size, int):
+            raise RemoteError(url, "the target does not report its size")
+        return size
+
+    async def _fsspec_size(self, url: str) -> object:
+        fs, path = await self._resolve(url)
+        if self._pin:
+            size: object = (await self._pinned(url, fs, path)).size
+        elif is_plain_local(url):
+            size = (await self._local_status(url, path)).st_size
+        else:
+            size = (await self._info(url, fs, path)).get("size")
+        return size
+
+    async def _read_obstore(self, url: str, plan: Plan, start: int, end: int) -> Data:
+        """Read ``[start, end)`` through obstore on fsspec's loop (``obstore_engine``).
+
+        Pinned, the read carries the version (``If-Match``, else ``If-Unmodified-Since``);
+        a 412 becomes ``RemoteChangedError``. A pin that no header can carry (a weak ETag)
+        is checked again once it is old, as on fsspec.
+        """
+        if end <= start:
+            return b""
+        pin = await self._pinned(url, None, url) if self._pin else None
+        condition = pin.http_condition() if pin is not None else {}
+        engine = self._obstore
+        assert engine is not None
+        try:
+            data = await self._on_fsspec_loop(
+                url, lambda: engine.read(url, plan, start, end, condition)
+            )
+        except RemoteError as error:
+            if pin is None or not isinstance(error.__cause__, PreconditionFailed):
+                raise
+            try:
+                now = (await self._current_version(url, None, url)).describe()
+            except RemoteError:
+                now = "another version (HTTP 412)"
+            raise RemoteChangedError(url, pin.describe(), now) from None
+        if pin is not None and not condition:
+            await self._recheck(url, None, url, pin)
+        return data
+
+    async def _resolve(self, url: str) -> tuple[FileSystem, str]:
+        key = self._filesystem_key(url)
+        if key not in self._filesystems:
+            # the first use of a protocol may import it: not on the event loop
+            await trio.to_thread.run_sync(self._filesystem, url, key, limiter=self._threads)
+        roots = self._local_roots
+        if roots is not None:
+            if not is_plain_local(url):
+                roots.resolve(url)  # raises RemoteAccessError
+                return self._filesystem(url, key)
+            # path look-ups in a worker thread of the file's own: its filesystem may hang
+            path = roots.local_path(url) or url
+            real = await self._local.call(path, functools.partial(roots.resolve, url))
+            return self._filesystem(url, key)[0], real
+        return self._filesystem(url, key)
+
+    def _filesystem(self, url: str, key: tuple[str, str | None]) -> tuple[FileSystem, str]:
+        try:
+            return self._filesystem_for(url, key)
+        except Exception as error:
+            raise RemoteError(url, f"cannot open a filesystem for it: {error}") from error
+
+    # ------------------------------------------------------------------ pinning
+
+    async def _pinned(self, url: str, fs: FileSystem, path: str) -> Pin:
+        """Return the version of ``url`` pinned at its first use (asking once per URL)."""
+        while True:
+            pin = self._pins.get(url)
+            if pin is not None:
+                return pin
+            flight = self._pinning.get(url)
+            if flight is None:
+                break
+            await flight.wait()  # another task is asking; it may fail, then we ask ourselves
+        done = self._pinning[url] = trio.Event()
+        try:
+            pin = await self._current_version(url, fs, path)
+            if not pin.known:
+                log.debug("%s reports no ETag or modification time: not pinned", url)
+            self._pins[url] = pin
+            return pin
+        finally:
+            del self._pinning[url]
+            done.set()
+
+    async def _current_version(self, url: str, fs: FileSystem, path: str) -> Pin:
+        plan = self._obstore_plan(url)
+        if plan is not None:
+            engine = self._obstore
+            assert engine is not None
+            info = await self._on_fsspec_loop(url, lambda: engine.head(url, plan))
+            return Pin.from_info(info, self._clock())
+        if is_plain_local(url):
+            return Pin.from_stat(await self._local_status(url, path), self._clock())
+        refresh = {"refresh": True} if protocol_of(url) in S3_PROTOCOLS else {}
+        return Pin.from_info(await self._info(url, fs, path, **refresh), self._clock())
+
+    async def _info(self, url: str, fs: FileSystem, path: str, **kwargs: Any) -> dict[str, Any]:
+        if fs.async_impl:
+            info = await self._on_fsspec_loop(url, lambda: fs._info(path, **kwargs))
+        else:
+            info = await self._in_thread(url, lambda: fs.info(path, **kwargs))
+        return info if isinstance(info, dict) else {}
+
+    async def _read_async(
+        self, url: str, fs: FileSystem, path: str, start: int, end: int, pin: Pin | None
+    ) -> bytes:
+        """Read ``[start, end)`` on fsspec's loop; HTTP and S3 answers are read as a stream.
+
+        Over HTTP and S3 the body is read up to one byte more than the range asks for and
+        no further (``bounded_http_range``, ``bounded_s3_range``): a server that ignores
+        the range, sends a body that never ends or an encoded body cannot make the daemon
+        hold more than the range. Other async filesystems answer through ``_cat_file``.
+        """
+        if end <= start:
+            return b""
+        condition = pin.http_condition() if pin is not None and is_http(url) else {}
+        if is_http(url):
+            read = functools.partial(bounded_http_range, url, fs, path, start, end)
+        elif "::" not in url and protocol_of(url) in S3_PROTOCOLS:
+            read = functools.partial(bounded_s3_range, url, fs, path, start, end)
+        else:
+            return cast(
+                bytes,
+                await self._on_fsspec_loop(url, lambda: fs._cat_file(path, start=start, end=end)),
+            )
+        if not condition:
+            return await self._on_fsspec_loop(url, read)
+        try:
+            return await self._on_fsspec_loop(url, functools.partial(read, condition))
+        except RemoteError as error:
+            if http_status(error.__cause__ or error) != PRECONDITION_FAILED:
+                raise
+        assert pin is not None
+        try:
+            now = (await self._current_version(url, fs, path)).describe()
+        except RemoteError:
+            now = "another version (HTTP 412)"
+        raise RemoteChangedError(url, pin.describe(), now)
+
+    async def _recheck(self, url: str, fs: FileSystem, path: str, pin: Pin) -> None:
+        """Where a read cannot carry the version: ask again once the last check is old."""
+        if not pin.known or self._clock() - pin.checked < self._recheck_after:
+            return
+        current = await self._current_version(url, fs, path)
+        if not pin.same(current):
+            raise RemoteChangedError(url, pin.describe(), current.describe())
+        pin.checked = current.checked
+
+    def read_now(self, url: str, start: int, end: int) -> bytes | None:
+        """Return ``read_range``'s answer if it is at hand without waiting, else None.
+
+        Only a plain local file already read once (its descriptor is open; with local roots,
+        its path must still resolve to the file that passed the check) whose range the page
+        cache holds, and whose pin needs no new look-up, is read here; the bytes are checked
+        against the pin as ``read_range`` checks them. Any doubt answers None, and
+        ``read_range`` does the full work.
+        """
+        path = self._local_paths.get(url)
+        if path is None:
+            return None
+        if self._local_roots is not None:
+            try:  # at every read, as read_range does: a link swapped since is refused there
+                if self._local_roots.resolve(url) != path:
+                    return None
+            except RemoteError:
+                return None
+        found = self._local.read_now(path, start, end)
+        if found is None:
+            return None
+        data, status = found
+        pin = self._pins.get(url) if self._pin else None
+        if pin is not None and pin.known:
+            now = self._clock()
+            stale = now - pin.checked >= self._recheck_after
+            if stale or not pin.same(Pin.from_stat(status, now)):
+                return None
+        return data
+
+    async def _read_local(self, url: str, fs: FileSystem, path: str, start: int, end: int) -> bytes:
+        """Read a local file through its kept-open descriptor (see ``LocalFiles``).
+
+        Pinned: the descriptor's status after each read must match the pin (a file written
+        in place); once the last check is ``recheck_after`` old, the path is looked up again
+        too (a file replaced by another: the descriptor still reads the old one).
+        """
+        pin = await self._pinned(url, fs, path) if self._pin else None
+        try:
+            data, status = await self._local.read(path, start, end)
+        except OSError as error:
+            raise remote_error(url, error) from error
+        self._local_paths[url] = path
+        if pin is None or not pin.known:
+            return data
+        now = self._clock()
+        current = Pin.from_stat(status, now)
+        if not pin.same(current):
+            raise RemoteChangedError(url, pin.describe(), current.describe())
+        if now - pin.checked >= self._recheck_after:
+            try:
+                at_path = Pin.from_stat(await self._local.path_status(path), now)
+            except OSError as error:
+                raise remote_error(url, error) from error
+            if not pin.same(at_path):
+                self._local.forget(path)
+                raise RemoteChangedError(url, pin.describe(), at_path.describe())
+            pin.checked = now
+        return data
+
+    async def _local_status(self, url: str, path: str) -> os.stat_result:
+        """Return the status of a local target through its descriptor (a regular file)."""
+        try:
+            return await self._local.status(path)
+        except OSError as error:
+            raise remote_error(url, error) from error
+
+    # ------------------------------------------------------------------ running requests
+
+    def _host_slots(self, url: str) -> trio.Semaphore:
+        host = urlsplit(url.rsplit("::", 1)[-1]).netloc or protocol_of(url) or "local"
+        slots = self._hosts.get(host)
+        if slots is None:
+            slots = self._hosts[host] = trio.Semaphore(self._per_host)
+        return slots
+
+    async def _on_fsspec_loop(self, url: str, coroutine: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        async with self._host_slots(url):
+            loop = fsspec.asyn.get_loop()
+            future = asyncio.run_coroutine_threadsafe(coroutine(), loop)
+            try:
+                return await wait_for_future(future)
+            except (trio.Cancelled, RemoteError):
+                raise
+            except Exception as error:
+                raise remote_error(url, error) from error
+
+    async def _in_thread(self, url: str, function: Callable[[], T]) -> T:
+        try:
+            return await trio.to_thread.run_sync(
+                function, limiter=self._threads, abandon_on_cancel=True
+            )
+        except Exception as error:
+            raise remote_error(url, error) from error
