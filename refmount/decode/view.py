@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from refmount.decode import metadata
 from refmount.decode.codecs import DecodeFailed, Pipeline, Undecodable, v2_pipeline, v3_pipeline
 from refmount.errors import ReferenceFormatError, TargetError
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, grid_from_zarray
+from refmount.lru import LRU
 from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel
 from refmount.read.cache import Data
 from refmount.read.reader import NeighbourPrefetch, Reader, ReaderStatistics, SingleFlight
@@ -366,7 +366,7 @@ class DecodingReader:
         self._limiter = trio.CapacityLimiter(threads)
         self._decodes: SingleFlight[Data] = SingleFlight()
         self._lookahead = lookahead
-        self._started: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._started: LRU[tuple[str, int], None] = LRU(STARTED_CHUNKS)
 
     @property
     def config(self) -> ReadConfig:
@@ -420,12 +420,8 @@ class DecodingReader:
     def _decode_ahead(self, key: str, array: DecodedArray) -> None:
         """Decode the chunk after ``key`` in the background if reads go in order."""
         index = array.chunk_index(key)
-        started = self._started
-        in_order = index == 0 or (array.path, index - 1) in started
-        started[(array.path, index)] = None
-        started.move_to_end((array.path, index))
-        if len(started) > STARTED_CHUNKS:
-            started.popitem(last=False)
+        in_order = index == 0 or (array.path, index - 1) in self._started
+        self._started.put((array.path, index), None)
         if (
             not in_order
             or index + 1 >= array.grid.count

@@ -11,7 +11,6 @@ import re
 import sys
 import threading
 from array import array as int_array
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
@@ -21,6 +20,7 @@ from refmount.errors import ReferenceFormatError
 from refmount.formats import zarr_meta
 from refmount.formats.options import LoadOptions
 from refmount.formats.values import decode_base64
+from refmount.lru import LRU
 from refmount.model import (
     ChunkGrid,
     ChunkRanges,
@@ -661,10 +661,9 @@ class _RecordCache:
     """A thread-safe LRU of parsed records in which each missing record is loaded once."""
 
     def __init__(self, capacity: int, load: Callable[[tuple[int, int]], _Record | None]) -> None:
-        self._capacity = capacity
         self._load = load
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[int, int], _Record | None] = OrderedDict()
+        self._entries: LRU[tuple[int, int], _Record | None] = LRU(capacity)
         self._pending: dict[tuple[int, int], _Pending] = {}
 
     def contains(self, key: tuple[int, int]) -> bool:
@@ -680,17 +679,15 @@ class _RecordCache:
         """Return ``(True, record)`` when ``key`` is cached (record None: missing), else
         ``(False, None)``; never loads."""
         with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return True, self._entries[key]
+            if self._entries.touch(key):
+                return True, self._entries.peek(key)
             return False, None
 
     def get(self, key: tuple[int, int]) -> _Record | None:
         """Return the record for ``key``, loading it (once, whoever asks) if it is not cached."""
         with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return self._entries[key]
+            if self._entries.touch(key):
+                return self._entries.peek(key)
             pending = self._pending.get(key)
             owner = pending is None
             if pending is None:
@@ -711,9 +708,7 @@ class _RecordCache:
         pending.value = value
         with self._lock:
             del self._pending[key]
-            self._entries[key] = value
-            while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
+            self._entries.put(key, value)
         pending.done.set()
         return value
 

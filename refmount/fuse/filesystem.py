@@ -9,7 +9,6 @@ import logging
 import os
 import stat
 from array import array
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
@@ -27,6 +26,7 @@ from refmount.errors import (
     TargetReadError,
 )
 from refmount.fuse.stats import STATS_FILE, Statistics, encode_snapshot
+from refmount.lru import LRU
 from refmount.model import (
     ROOT_INODE,
     FileHandle,
@@ -97,7 +97,7 @@ OPEN_HISTORY = 1024
 
 RECENT_REFERENCES = 1024
 """References of the files last looked up, kept so that the open that follows a lookup (and
-the reads' size checks) do not work them out again; oldest dropped first."""
+the reads' size checks) do not work them out again; least recently used dropped first."""
 
 
 @dataclass(slots=True)
@@ -235,11 +235,11 @@ class RefFilesystem:
         self._statistics = Statistics() if statistics is None else statistics
         self._target_problem = target_problem
         self._problems: dict[str, str | None] = {}
-        self._recent_references: dict[Inode, tuple[Reference, str | None]] = {}
-        self._last_open: OrderedDict[Inode, _Opening] = OrderedDict()
-        self._sibling_indexes: OrderedDict[Inode, _SiblingIndex | None] = OrderedDict()
+        self._recent_references: LRU[Inode, tuple[Reference, str | None]] = LRU(RECENT_REFERENCES)
+        self._last_open: LRU[Inode, _Opening] = LRU(OPEN_HISTORY)
+        self._sibling_indexes: LRU[Inode, _SiblingIndex | None] = LRU(SIBLING_INDEXES)
         self._indexing: set[Inode] = set()
-        self._unlisted: OrderedDict[tuple[Inode, int], list[ListedEntry]] = OrderedDict()
+        self._unlisted: LRU[tuple[Inode, int], list[ListedEntry]] = LRU(UNLISTED_BATCHES)
 
     # ------------------------------------------------------------------ names
 
@@ -285,7 +285,7 @@ class RefFilesystem:
         means the end.
         """
         self._require_dir(inode)
-        kept = self._unlisted.pop((inode, start), None)
+        kept = self._unlisted.pop((inode, start))
         if kept is not None:
             return kept
         tree = self._tree
@@ -442,9 +442,7 @@ class RefFilesystem:
         """
         if not entries:
             return
-        self._unlisted[(inode, start)] = entries
-        if len(self._unlisted) > UNLISTED_BATCHES:
-            self._unlisted.popitem(last=False)
+        self._unlisted.put((inode, start), entries)
 
     def _listed_chunk_size(self, grid: int, index: int) -> int | None:
         """Return a listed chunk's size when it is known without I/O, ``ABSENT`` for a null
@@ -519,11 +517,9 @@ class RefFilesystem:
         ):
             return None
         parent = self._tree.parent(inode)
-        previous = self._last_open.pop(parent, None)
+        previous = self._last_open.pop(parent)
         opening = _Opening(reference.url, reference.offset + reference.length)
-        self._last_open[parent] = opening
-        if len(self._last_open) > OPEN_HISTORY:
-            self._last_open.popitem(last=False)
+        self._last_open.put(parent, opening)
         if (
             previous is not None
             and previous.asked
@@ -535,8 +531,7 @@ class RefFilesystem:
 
     def _prefetch_from(self, parent: Inode, reference: Range) -> None:
         """Prefetch after ``reference`` once its directory's sibling index is at hand."""
-        if parent in self._sibling_indexes:
-            self._sibling_indexes.move_to_end(parent)
+        if self._sibling_indexes.touch(parent):
             self._prefetch_after(parent, reference)
         elif parent not in self._indexing:
             index = self._sibling_index(parent, INLINE_INDEX_LIMIT)
@@ -560,9 +555,7 @@ class RefFilesystem:
         self._prefetch_after(parent, reference)
 
     def _keep_index(self, parent: Inode, index: _SiblingIndex | None) -> None:
-        self._sibling_indexes[parent] = index
-        if len(self._sibling_indexes) > SIBLING_INDEXES:
-            self._sibling_indexes.popitem(last=False)
+        self._sibling_indexes.put(parent, index)
 
     def _prefetch_after(self, parent: Inode, reference: Range) -> None:
         """Hand the chain of references that follow ``reference`` in its object to the reader.
@@ -570,7 +563,7 @@ class RefFilesystem:
         Up to twice the window's count: those already ahead, then a full run to fetch. Each
         run requested doubles the window asked for next, up to ``neighbour_growth``.
         """
-        index = self._sibling_indexes.get(parent)
+        index = self._sibling_indexes.peek(parent)
         siblings = None if index is None else index.get(reference.url)
         if siblings is None or siblings.quiet_from <= reference.offset < siblings.quiet_until:
             return
@@ -716,10 +709,7 @@ class RefFilesystem:
             reference, key = await self._chunk(inode, source), None
         if reference is None:
             raise NotFoundError(f"inode {inode} has no reference")
-        recent_references = self._recent_references
-        if len(recent_references) >= RECENT_REFERENCES:
-            del recent_references[next(iter(recent_references))]
-        recent_references[inode] = (reference, key)
+        self._recent_references.put(inode, (reference, key))
         return reference, key
 
     async def _size(self, inode: Inode, reference: Reference) -> int:

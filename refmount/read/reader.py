@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import logging
 import random
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
@@ -24,6 +23,7 @@ from refmount.errors import (
     TargetError,
     TargetReadError,
 )
+from refmount.lru import LRU
 from refmount.model import Inline, Range, Reference, Whole, reference_length
 from refmount.read.cache import ByteCache, Data
 
@@ -172,25 +172,21 @@ class RecentFailures:
 
     def __init__(self, seconds: float, capacity: int, clock: Callable[[], float]) -> None:
         self._seconds = seconds
-        self._capacity = capacity
         self._clock = clock
-        self._failed: dict[tuple[str, int, int], tuple[float, TargetError]] = {}
+        self._failed: LRU[tuple[str, int, int], tuple[float, TargetError]] = LRU(capacity)
 
     def remember(self, url: str, start: int, end: int, error: TargetError) -> None:
         """Note that ``[start, end)`` of ``url`` failed with ``error`` just now."""
-        self._failed.pop((url, start, end), None)
-        self._failed[(url, start, end)] = (self._clock() + self._seconds, error)
-        if len(self._failed) > self._capacity:
-            del self._failed[next(iter(self._failed))]
+        self._failed.put((url, start, end), (self._clock() + self._seconds, error))
 
     def covering(self, url: str, start: int, end: int) -> TargetError | None:
         """Return the error of a recent failure of a range holding ``[start, end)``."""
         if not self._failed:
             return None
         now = self._clock()
-        for (failed_url, first, last), (until, error) in list(self._failed.items()):
+        for (failed_url, first, last), (until, error) in self._failed.items():
             if until <= now:
-                del self._failed[(failed_url, first, last)]
+                self._failed.pop((failed_url, first, last))
             elif failed_url == url and first <= start and end <= last:
                 return error
         return None
@@ -293,7 +289,7 @@ class Reader:
         self._jitter = jitter
         self._cache = ByteCache(config.cache_size)
         self._fetches: SingleFlight[Data] = SingleFlight()
-        self._partly_served: OrderedDict[Hashable, int] = OrderedDict()
+        self._partly_served: LRU[Hashable, int] = LRU(PARTLY_SERVED)
         self._sizes: SingleFlight[int] = SingleFlight()
         self._known_sizes: dict[str, int] = {}
         self._in_flight_bytes = 0
@@ -306,7 +302,7 @@ class Reader:
         self._prefetches = 0
         self._bytes_prefetched = 0
         self._nursery: trio.Nursery | None = None
-        self._streams: OrderedDict[str, _Stream] = OrderedDict()
+        self._streams: LRU[str, _Stream] = LRU(STREAMS)
 
     @property
     def config(self) -> ReadConfig:
@@ -437,10 +433,8 @@ class Reader:
             return
         block = self._config.block_size
         last = (end - 1) // block
-        stream = self._streams.pop(key, None)
-        self._streams[key] = stream = stream or _Stream(0, -1, 0)
-        if len(self._streams) > STREAMS:
-            self._streams.popitem(last=False)
+        stream = self._streams.pop(key) or _Stream(0, -1, 0)
+        self._streams.put(key, stream)
         expected = stream.next
         sequential = (stream.block < 0 and offset == 0) or (
             stream.block >= 0 and expected - SEEK_BACK <= offset <= expected + block
@@ -600,14 +594,12 @@ class Reader:
         that share one entry share the count, so such an entry may leave early.
         """
         if served < length:
-            served += self._partly_served.pop(cache_key, 0)
+            served += self._partly_served.pop(cache_key) or 0
             if served < length:
-                self._partly_served[cache_key] = served
-                if len(self._partly_served) > PARTLY_SERVED:
-                    self._partly_served.popitem(last=False)
+                self._partly_served.put(cache_key, served)
                 return
         elif self._partly_served:
-            self._partly_served.pop(cache_key, None)
+            self._partly_served.pop(cache_key)
         self._cache.discard(cache_key)
 
     async def _fetch(

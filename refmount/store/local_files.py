@@ -8,13 +8,14 @@ import functools
 import logging
 import os
 import stat
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import outcome
 import trio
+
+from refmount.lru import LRU
 
 T = TypeVar("T")
 
@@ -85,10 +86,9 @@ class LocalFiles:
         forbidden: Iterable[str] = (),
     ) -> None:
         self._limiter = limiter
-        self._max_open = max_open
         self._per_target = per_target
         self._forbidden = tuple(os.path.realpath(path) for path in forbidden)
-        self._handles: OrderedDict[str, _Handle] = OrderedDict()
+        self._handles: LRU[str, _Handle] = LRU(max_open)
         self._slots: dict[str, trio.CapacityLimiter] = {}
         self._abandoned = 0
         self._stuck: dict[str, int] = {}
@@ -152,12 +152,11 @@ class LocalFiles:
         handle = self._handles.get(path)
         if handle is None or not handle.nowait:
             return None
-        self._handles.move_to_end(path)
         return self._from_page_cache(handle, start, end)
 
     def forget(self, path: str) -> None:
         """Close ``path``'s descriptor (once no read holds it); the next read opens it anew."""
-        handle = self._handles.pop(path, None)
+        handle = self._handles.pop(path)
         if handle is not None:
             self._retire(handle)
 
@@ -199,11 +198,11 @@ class LocalFiles:
             )
             handle = self._handles.get(path)  # another read may have opened it meanwhile
             if handle is None:
-                handle = self._handles[path] = _Handle(fd, nowait=NOWAIT != 0)
-                self._evict()
+                handle = _Handle(fd, nowait=NOWAIT != 0)
+                for oldest in self._handles.put(path, handle):
+                    self._retire(oldest)
             else:
                 _close(fd)
-        self._handles.move_to_end(path)
         handle.users += 1
         return handle
 
@@ -301,11 +300,6 @@ class LocalFiles:
         handle.users -= 1
         if handle.retired and handle.users == 0:
             _close(handle.fd)
-
-    def _evict(self) -> None:
-        while len(self._handles) > self._max_open:
-            _, oldest = self._handles.popitem(last=False)
-            self._retire(oldest)
 
     @staticmethod
     def _retire(handle: _Handle) -> None:
