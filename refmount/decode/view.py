@@ -21,11 +21,12 @@ from refmount.config import ReadConfig
 from refmount.decode import metadata
 from refmount.decode.codecs import DecodeFailed, Pipeline, Undecodable, v2_pipeline, v3_pipeline
 from refmount.errors import ReferenceFormatError, TargetError
+from refmount.flight import SingleFlight
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, grid_from_zarray
 from refmount.lru import LRU
 from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel
 from refmount.read.cache import Data
-from refmount.read.reader import NeighbourPrefetch, Reader, ReaderStatistics, SingleFlight
+from refmount.read.reader import NeighbourPrefetch, Reader, ReaderStatistics
 
 log = logging.getLogger(__name__)
 

@@ -658,7 +658,11 @@ class _Pending:
 
 
 class _RecordCache:
-    """A thread-safe LRU of parsed records in which each missing record is loaded once."""
+    """A thread-safe LRU of parsed records in which each missing record is loaded once.
+
+    Records are loaded in worker threads (and by ``refmount check`` with no event loop), so
+    its single-flight waits on ``threading.Event``s; ``refmount.flight`` is trio's.
+    """
 
     def __init__(self, capacity: int, load: Callable[[tuple[int, int]], _Record | None]) -> None:
         self._load = load

@@ -6,8 +6,8 @@ import functools
 import logging
 import random
 from collections.abc import Awaitable, Callable, Hashable, Sequence
-from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import trio
 
@@ -23,6 +23,7 @@ from refmount.errors import (
     TargetError,
     TargetReadError,
 )
+from refmount.flight import Flight, SingleFlight
 from refmount.lru import LRU
 from refmount.model import Inline, Range, Reference, Whole, reference_length
 from refmount.read.cache import ByteCache, Data
@@ -65,101 +66,6 @@ class Target(Protocol):
     def read_now(self, url: str, start: int, end: int) -> bytes | None:
         """Return ``read_range``'s answer if it is at hand without waiting, else None."""
         ...
-
-
-@dataclass
-class _Flight(Generic[T]):
-    """One request in progress that later callers for the same key wait on."""
-
-    done: trio.Event = field(default_factory=trio.Event)
-    value: T | None = None
-    error: TargetError | None = None
-    abandoned: bool = False
-
-
-class SingleFlight(Generic[T]):
-    """Runs one request per key at a time; concurrent callers share its result or error."""
-
-    def __init__(self) -> None:
-        self._flights: dict[Hashable, _Flight[T]] = {}
-
-    def in_flight(self) -> int:
-        """Return how many requests are running."""
-        return len(self._flights)
-
-    def busy(self, key: Hashable) -> bool:
-        """Return True while a request for ``key`` is running."""
-        return key in self._flights
-
-    def claim(self, key: Hashable) -> _Flight[T] | None:
-        """Register a flight for ``key`` that the caller settles or abandons, or None if busy.
-
-        Callers of ``run`` for ``key`` wait for it meanwhile.
-        """
-        if key in self._flights:
-            return None
-        flight: _Flight[T] = _Flight()
-        self._flights[key] = flight
-        return flight
-
-    def settle(self, key: Hashable, flight: _Flight[T], value: T) -> None:
-        """Hand ``value`` to the callers waiting on a claimed flight."""
-        flight.value = value
-        self._finish(key, flight)
-
-    def abandon(self, key: Hashable, flight: _Flight[T]) -> None:
-        """Give up a claimed flight: its waiters start their own request."""
-        if not flight.done.is_set():
-            flight.abandoned = True
-            self._finish(key, flight)
-
-    def _finish(self, key: Hashable, flight: _Flight[T]) -> None:
-        if self._flights.get(key) is flight:
-            del self._flights[key]
-        flight.done.set()
-
-    async def run(
-        self, key: Hashable, request: Callable[[], Awaitable[T]], *, share_errors: bool = True
-    ) -> T:
-        """Return ``request()``'s result, or wait for the identical request already running.
-
-        With ``share_errors`` False a failure is not handed to the waiters: they try again.
-        A waiter handed the leader's failure raises it as ``RecentFailureError`` (logged at
-        debug level): the leader's read reports it once, however many reads waited on it
-        (a large readahead sends several READs of one file at once).
-        """
-        while True:
-            flight = self._flights.get(key)
-            if flight is None:
-                return await self._lead(key, request, share_errors)
-            await flight.done.wait()
-            if flight.abandoned:
-                continue  # the leader was cancelled; try again ourselves
-            if flight.error is not None:
-                raise RecentFailureError(flight.error.key, flight.error)
-            assert flight.value is not None
-            return flight.value
-
-    async def _lead(
-        self, key: Hashable, request: Callable[[], Awaitable[T]], share_errors: bool
-    ) -> T:
-        flight: _Flight[T] = _Flight()
-        self._flights[key] = flight
-        try:
-            flight.value = await request()
-            return flight.value
-        except TargetError as error:
-            if share_errors:
-                flight.error = error
-            else:
-                flight.abandoned = True
-            raise
-        except BaseException:
-            flight.abandoned = True
-            raise
-        finally:
-            del self._flights[key]
-            flight.done.set()
 
 
 class RecentFailures:
@@ -520,7 +426,7 @@ class Reader:
             return NeighbourPrefetch(0, 0, 1)  # the read being served asks for that one anyway
         requested = 0
         for part in _parts(run, config.neighbour_part_bytes * scale):
-            claimed: list[tuple[tuple[str, int, int], _Flight[Data]]] = []
+            claimed: list[tuple[tuple[str, int, int], Flight[Data]]] = []
             for start, end in part:
                 flight = self._fetches.claim((url, start, end))
                 assert flight is not None  # checked above, with no await in between
@@ -542,7 +448,7 @@ class Reader:
         )
 
     async def _coalesced(
-        self, key: str, url: str, claimed: list[tuple[tuple[str, int, int], _Flight[Data]]]
+        self, key: str, url: str, claimed: list[tuple[tuple[str, int, int], Flight[Data]]]
     ) -> None:
         """Fetch the claimed spans in one request and settle each; abandon them on failure."""
         first, last = claimed[0][0][1], claimed[-1][0][2]
@@ -561,7 +467,7 @@ class Reader:
             self._release(claimed, 0)  # abandons whatever was not settled
 
     def _release(
-        self, claimed: list[tuple[tuple[str, int, int], _Flight[Data]]], in_flight: int
+        self, claimed: list[tuple[tuple[str, int, int], Flight[Data]]], in_flight: int
     ) -> None:
         self._in_flight_bytes -= in_flight
         for cache_key, flight in claimed:

@@ -45,6 +45,7 @@ import trio
 
 from refmount.config import FETCHERS
 from refmount.errors import RemoteChangedError, RemoteError
+from refmount.flight import SingleFlight
 from refmount.store.bounded import bounded_http_range, bounded_s3_range
 from refmount.store.bridge import wait_for_future
 from refmount.store.failures import http_status, remote_error
@@ -125,7 +126,7 @@ class Store:
         self._recheck_after = recheck_after
         self._clock = clock
         self._pins: dict[str, Pin] = {}
-        self._pinning: dict[str, trio.Event] = {}
+        self._pinning: SingleFlight[Pin] = SingleFlight()
         self._local = LocalFiles(self._threads, forbidden=() if own_mount is None else (own_mount,))
         self._local_paths: dict[str, str] = {}
         """URL → path of local files read at least once (the path ``LocalFiles`` keys)."""
@@ -299,25 +300,22 @@ class Store:
     # ------------------------------------------------------------------ pinning
 
     async def _pinned(self, url: str, fs: FileSystem, path: str) -> Pin:
-        """Return the version of ``url`` pinned at its first use (asking once per URL)."""
-        while True:
-            pin = self._pins.get(url)
-            if pin is not None:
-                return pin
-            flight = self._pinning.get(url)
-            if flight is None:
-                break
-            await flight.wait()  # another task is asking; it may fail, then we ask ourselves
-        done = self._pinning[url] = trio.Event()
-        try:
-            pin = await self._current_version(url, fs, path)
-            if not pin.known:
-                log.debug("%s reports no ETag or modification time: not pinned", url)
-            self._pins[url] = pin
+        """Return the version of ``url`` pinned at its first use (asking once per URL; if
+        the one asking fails, each waiter asks again itself)."""
+        pin = self._pins.get(url)
+        if pin is not None:
             return pin
-        finally:
-            del self._pinning[url]
-            done.set()
+
+        async def ask() -> Pin:
+            pin = self._pins.get(url)  # pinned while this task waited for its turn
+            if pin is None:
+                pin = await self._current_version(url, fs, path)
+                if not pin.known:
+                    log.debug("%s reports no ETag or modification time: not pinned", url)
+                self._pins[url] = pin
+            return pin
+
+        return await self._pinning.run(url, ask, share_errors=False)
 
     async def _current_version(self, url: str, fs: FileSystem, path: str) -> Pin:
         plan = self._obstore_plan(url)
