@@ -21,7 +21,7 @@ from refmount.errors import (
     TargetError,
     TargetReadError,
 )
-from refmount.fuse import filesystem
+from refmount.fuse import filesystem, neighbours
 from refmount.fuse.filesystem import DIRECTORY, READDIR_BATCH, Owner, RefFilesystem
 from refmount.fuse.stats import STATS_FILE, Statistics
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
@@ -641,8 +641,8 @@ async def test_the_window_doubles_while_reading_in_order_and_starts_small_after_
 async def test_larger_directories_are_indexed_in_a_thread_up_to_a_limit(
     monkeypatch: pytest.MonkeyPatch, inline: int, most: int, requests: int
 ) -> None:
-    monkeypatch.setattr(filesystem, "INLINE_INDEX_LIMIT", inline)
-    monkeypatch.setattr(filesystem, "SIBLING_INDEX_LIMIT", most)
+    monkeypatch.setattr(neighbours, "INLINE_INDEX_LIMIT", inline)
+    monkeypatch.setattr(neighbours, "SIBLING_INDEX_LIMIT", most)
     fs, target, reader = chunked_fs()
     async with trio.open_nursery() as nursery:
         reader.start_background(nursery)
