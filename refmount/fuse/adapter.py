@@ -24,7 +24,8 @@ import pyfuse3
 import trio
 
 from refmount.errors import FilesystemError, RecentFailureError, RefmountError
-from refmount.fuse.filesystem import BLOCK_SIZE, DIRECTORY, UNRESOLVED, Attributes, RefFilesystem
+from refmount.fuse.filesystem import BLOCK_SIZE, Attributes, RefFilesystem
+from refmount.fuse.listing import DIRECTORY, UNRESOLVED
 from refmount.model import FileHandle, Inode
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,9 @@ from refmount.errors import (
     TargetError,
     TargetReadError,
 )
-from refmount.fuse import filesystem, neighbours
-from refmount.fuse.filesystem import DIRECTORY, READDIR_BATCH, Owner, RefFilesystem
+from refmount.fuse import neighbours
+from refmount.fuse.filesystem import Owner, RefFilesystem
+from refmount.fuse.listing import DIRECTORY, READDIR_BATCH, UNRESOLVED
 from refmount.fuse.stats import STATS_FILE, Statistics
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
 from refmount.namespace.tree import Tree
@@ -932,9 +933,9 @@ async def test_a_target_without_a_size_does_not_fail_its_listing() -> None:
     listing = (await fs.readdir(directory, 0))[2:]
     assert [(name, size) for name, _, size, _ in listing] == [
         (b"a", len(DATA)),
-        (b"b", filesystem.UNRESOLVED),
+        (b"b", UNRESOLVED),
         (b"c", 5),
-        (b"e", filesystem.UNRESOLVED),
+        (b"e", UNRESOLVED),
     ]
     gone = listing[1][1]
     with pytest.raises(TargetError) as caught:
@@ -959,6 +960,6 @@ async def test_a_whole_file_chunk_without_a_size_does_not_fail_its_listing() -> 
     listing = (await fs.readdir(await path_inode(fs, "x"), 0))[2:]
     assert [(name, size) for name, _, size, _ in listing] == [
         (b".zarray", 2),
-        (b"0", filesystem.UNRESOLVED),
+        (b"0", UNRESOLVED),
         (b"2", len(DATA)),
     ]
