@@ -33,7 +33,8 @@ from refmount.fuse.filesystem import Owner, RefFilesystem
 from refmount.model import Inline, ReferenceSet
 from refmount.namespace.tree import Tree
 from refmount.ops import allocator, kernel_tuning, notify
-from refmount.read.reader import Reader, ReadPath
+from refmount.read.path import ReadPath
+from refmount.read.reader import Reader
 from refmount.store.options import StorageOptions
 from refmount.store.roots import LocalRoots
 from refmount.store.sources import FsspecSource, StreamSource

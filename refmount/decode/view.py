@@ -26,7 +26,8 @@ from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, g
 from refmount.lru import LRU
 from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel
 from refmount.read.cache import Data
-from refmount.read.reader import NeighbourPrefetch, Reader, ReaderStatistics
+from refmount.read.path import NeighbourPrefetch, ReaderStatistics
+from refmount.read.reader import Reader
 
 log = logging.getLogger(__name__)
 

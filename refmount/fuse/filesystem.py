@@ -38,7 +38,7 @@ from refmount.model import (
 )
 from refmount.names import NAME_MAX
 from refmount.namespace.tree import MAX_INODE, GridChunk, StaticFile, Tree
-from refmount.read.reader import ReadPath
+from refmount.read.path import ReadPath
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from refmount.errors import NotFoundError, RefmountError, TargetError, TargetRea
 from refmount.lru import LRU
 from refmount.model import Inode, ReferenceSet
 from refmount.namespace.tree import ChildRun, ChunkSpans, Tree
-from refmount.read.reader import ReadPath
+from refmount.read.path import ReadPath
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import trio
 from refmount.lru import LRU
 from refmount.model import Inode, Range, Reference, ReferenceSet
 from refmount.namespace.tree import Tree
-from refmount.read.reader import ReadPath
+from refmount.read.path import ReadPath
 from refmount.store.options import LOCAL_PROTOCOLS
 from refmount.urls import protocol_of
 

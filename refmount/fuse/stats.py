@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from refmount.read.reader import ReaderStatistics
+from refmount.read.path import ReaderStatistics
 
 STATS_FILE = ".refmount-stats"
 """The file in the mount's root whose contents are the JSON snapshot. It is not listed, so

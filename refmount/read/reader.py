@@ -7,7 +7,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import trio
 
@@ -18,8 +18,6 @@ from refmount.errors import (
     RemoteChangedError,
     RemoteError,
     ShortReadError,
-    TargetAccessError,
-    TargetChangedError,
     TargetError,
     TargetReadError,
 )
@@ -27,6 +25,8 @@ from refmount.flight import Flight, SingleFlight
 from refmount.lru import LRU
 from refmount.model import Inline, Range, Reference, Whole, reference_length
 from refmount.read.cache import ByteCache, Data
+from refmount.read.failures import FAILED_RANGE_SECONDS, FAILED_RANGES, RecentFailures, target_error
+from refmount.read.path import NeighbourPrefetch, ReaderStatistics, Target
 
 log = logging.getLogger(__name__)
 
@@ -45,115 +45,6 @@ FIRST_BYTES_ENTRY = 256 * 1024
 
 PARTLY_SERVED = 4096
 """How many cached entries served in part the reader follows (the least recently served go)."""
-
-FAILED_RANGE_SECONDS = 1.0
-"""How long a range whose read failed (after its retries) fails again at once..."""
-FAILED_RANGES = 256
-"""...and how many such ranges are remembered (the oldest go)."""
-
-
-class Target(Protocol):
-    """What the reader needs from a store (``refmount.store.store.Store`` or a test fake)."""
-
-    async def read_range(self, url: str, start: int, end: int) -> bytes | memoryview:
-        """Return bytes ``[start, end)`` of ``url``, fewer if the target is shorter."""
-        ...
-
-    async def size(self, url: str) -> int:
-        """Return the size of the whole target ``url``."""
-        ...
-
-    def read_now(self, url: str, start: int, end: int) -> bytes | None:
-        """Return ``read_range``'s answer if it is at hand without waiting, else None."""
-        ...
-
-
-class RecentFailures:
-    """Target ranges whose reads failed lately, each remembered for ``seconds``.
-
-    When a read ahead of the kernel fails, the kernel asks again at once for the page the
-    program wants: a range of the failed one. Answering that from here makes one ``read()``
-    cost one round of retries and one log line. At most ``capacity`` ranges are kept.
-    """
-
-    def __init__(self, seconds: float, capacity: int, clock: Callable[[], float]) -> None:
-        self._seconds = seconds
-        self._clock = clock
-        self._failed: LRU[tuple[str, int, int], tuple[float, TargetError]] = LRU(capacity)
-
-    def remember(self, url: str, start: int, end: int, error: TargetError) -> None:
-        """Note that ``[start, end)`` of ``url`` failed with ``error`` just now."""
-        self._failed.put((url, start, end), (self._clock() + self._seconds, error))
-
-    def covering(self, url: str, start: int, end: int) -> TargetError | None:
-        """Return the error of a recent failure of a range holding ``[start, end)``."""
-        if not self._failed:
-            return None
-        now = self._clock()
-        for (failed_url, first, last), (until, error) in self._failed.items():
-            if until <= now:
-                self._failed.pop((failed_url, first, last))
-            elif failed_url == url and first <= start and end <= last:
-                return error
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class ReaderStatistics:
-    """Counters of the read path."""
-
-    reads: int
-    bytes_served: int
-    fetches: int
-    bytes_fetched: int
-    cache_hits: int
-    retries: int
-    errors: int
-    prefetches: int = 0
-    bytes_prefetched: int = 0
-    bytes_cached: int = 0
-
-
-class ReadPath(Protocol):
-    """What the filesystem reads through: a ``Reader``, or a view over one (``--decode``)."""
-
-    @property
-    def config(self) -> ReadConfig:
-        """Return how reads are served."""
-        ...
-
-    @property
-    def can_prefetch(self) -> bool:
-        """Return True when background work can be started."""
-        ...
-
-    def spawn(self, job: Callable[[], Awaitable[object]], what: str) -> bool:
-        """Run ``job`` in the background."""
-        ...
-
-    def prefetch_neighbours(
-        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
-    ) -> NeighbourPrefetch:
-        """Fetch the stored bytes of neighbouring references ahead of reads."""
-        ...
-
-    def statistics(self) -> ReaderStatistics:
-        """Return the read path's counters."""
-        ...
-
-    def known_size(self, reference: Reference) -> int | None:
-        """Return a reference's size if it is known without I/O."""
-        ...
-
-    async def size(self, key: str, reference: Reference) -> int:
-        """Return the size of file ``key``."""
-        ...
-
-    async def read(
-        self, key: str, reference: Reference, offset: int, size: int
-    ) -> bytes | memoryview:
-        """Return up to ``size`` bytes at ``offset`` of file ``key``."""
-        ...
 
 
 class Reader:
@@ -601,7 +492,7 @@ class Reader:
             except TargetError as other:
                 error, retryable = other, False
             except RemoteError as remote:
-                error = _target_error(key, url, what, remote)
+                error = target_error(key, url, what, remote)
                 error.__cause__ = remote
                 retryable = remote.retryable and not isinstance(
                     remote, RemoteAccessError | RemoteChangedError
@@ -629,16 +520,6 @@ class Reader:
             self._bytes_prefetched,
             self._cache.size,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class NeighbourPrefetch:
-    """What ``Reader.prefetch_neighbours`` did: the bytes it requested, the start of the
-    first span at which another call can do anything (0: at once) and the window's scale."""
-
-    requested: int
-    resume_at: int
-    scale: int
 
 
 def _resume_at(covered: Sequence[tuple[int, int]], count: int, limit: int) -> int:
@@ -671,12 +552,3 @@ class _Stream:
     next: int
     block: int
     window: int
-
-
-def _target_error(key: str, url: str, what: str, remote: RemoteError) -> TargetError:
-    """Return the ``TargetError`` (naming ``key``) that stands for the store's ``remote``."""
-    if isinstance(remote, RemoteAccessError):
-        return TargetAccessError(key, url, remote.problem)
-    if isinstance(remote, RemoteChangedError):
-        return TargetChangedError(key, url, f"{what}: {remote.problem}")
-    return TargetReadError(key, url, f"{what}: {remote.problem}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from refmount.read.reader import FAILED_RANGE_SECONDS
+from refmount.read.failures import FAILED_RANGE_SECONDS
 from tests.integration.datasets import target_bytes, zarray
 from tests.integration.mounting import Mount, mounted, requires_fuse
 from tests.servers import Fault, FaultProxy, RangeHTTPServer, S3Bucket

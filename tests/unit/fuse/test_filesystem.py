@@ -27,7 +27,8 @@ from refmount.fuse.listing import DIRECTORY, READDIR_BATCH, UNRESOLVED
 from refmount.fuse.stats import STATS_FILE, Statistics
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
 from refmount.namespace.tree import Tree
-from refmount.read.reader import NeighbourPrefetch, Reader
+from refmount.read.path import NeighbourPrefetch
+from refmount.read.reader import Reader
 from tests.fakes import DictReferences, MemoryTarget
 
 DATA = b"HELLO WORLD 0123456789abcdefghijklmnopqrstuvwxyz"

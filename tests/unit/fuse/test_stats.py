@@ -21,7 +21,7 @@ from refmount.fuse.stats import (
     human_duration,
     prometheus_text,
 )
-from refmount.read.reader import ReaderStatistics
+from refmount.read.path import ReaderStatistics
 
 READER = ReaderStatistics(
     reads=7,

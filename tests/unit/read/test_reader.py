@@ -21,12 +21,9 @@ from refmount.errors import (
     TargetReadError,
 )
 from refmount.model import Inline, Range, Whole
-from refmount.read.reader import (
-    FAILED_RANGE_SECONDS,
-    NeighbourPrefetch,
-    Reader,
-    RecentFailures,
-)
+from refmount.read.failures import FAILED_RANGE_SECONDS
+from refmount.read.path import NeighbourPrefetch
+from refmount.read.reader import Reader
 from tests.fakes import MemoryTarget, RaisingTarget
 
 DATA = bytes(range(256)) * 64  # 16 KiB
@@ -240,20 +237,6 @@ async def test_a_refused_range_keeps_its_errno_when_it_fails_again_at_once() -> 
         await reader.read("k", ref, 0, 10)
     assert again.value.errno == errno.EACCES
     assert len(target.ranges) == 1
-
-
-def test_recent_failures_forget_the_oldest_and_the_expired() -> None:
-    now = [0.0]
-    failures = RecentFailures(1.0, 2, lambda: now[0])
-    error = TargetReadError("k", "u", "boom")
-    for start in range(3):
-        failures.remember("u", start * 10, start * 10 + 10, error)
-    assert failures.covering("u", 0, 5) is None  # the oldest went
-    assert failures.covering("u", 12, 18) is error
-    assert failures.covering("u", 15, 25) is None  # not inside one range
-    assert failures.covering("v", 12, 18) is None
-    now[0] = 1.0
-    assert failures.covering("u", 22, 28) is None
 
 
 async def test_failing_target_names_key_and_url(target: MemoryTarget) -> None:
