@@ -21,13 +21,13 @@ import pytest
 import ujson
 
 from refmount.errors import ReferenceFormatError
-from refmount.formats import parquet
 from refmount.formats.options import LoadOptions
 from refmount.formats.parquet import (
     SKIP_LOADS,
     ParquetReferenceSet,
     load_parquet,
     record_directory,
+    records,
 )
 from refmount.model import (
     ROOT_INODE,
@@ -1330,10 +1330,10 @@ def _record_columns() -> list[Any]:
     """Columns of every layout a record's cells are read from."""
     paths = [f"s3://b/{i % 300}.nc" if i % 7 else None for i in range(40_000)]
     return [
-        parquet._compact_integers(pa.array([0, None, 7, 1 << 40]), "r", "offset"),  # int64
-        parquet._compact_integers(pa.array([0, 5, None, 9] * 5), "r", "size"),  # uint32
-        parquet._compact_path(pa.array(["a", None, "b", "a"] * 5)),  # int8 indices
-        parquet._compact_path(pa.array(paths)),  # int16 indices
+        records.compact_integers(pa.array([0, None, 7, 1 << 40]), "r", "offset"),  # int64
+        records.compact_integers(pa.array([0, 5, None, 9] * 5), "r", "size"),  # uint32
+        records.compact_path(pa.array(["a", None, "b", "a"] * 5)),  # int8 indices
+        records.compact_path(pa.array(paths)),  # int16 indices
         pa.array(["x", "y", None, "x"] * 5).dictionary_encode(),  # int32 indices
         pa.array([1, 2, 3], pa.int64()),  # no nulls: no bitmap
         pa.array([b"x", None, b"y"] * 5, pa.binary()),  # raw: validity only
@@ -1345,7 +1345,7 @@ def _record_columns() -> list[Any]:
 def test_cells_read_each_row_as_pyarrow_does(column: int, start: int) -> None:
     whole = _record_columns()[column]
     array = whole.slice(min(start, len(whole) - 1))  # offsets inside the buffers, and bitmaps
-    cells = parquet._cells(array)
+    cells = records.cells_of(array)
     assert cells is not None
     for row, value in enumerate(array.to_pylist()):
         assert cells.is_valid(row) == (value is not None), row

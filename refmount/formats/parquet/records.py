@@ -1,0 +1,421 @@
+"""Record files: one Parquet file of ``record_size`` rows, its schema checked, its columns kept
+as compact Arrow buffers and read row by row without pyarrow scalars."""
+
+from __future__ import annotations
+
+import binascii
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
+
+from refmount.errors import ReferenceFormatError
+from refmount.formats.values import decode_base64
+from refmount.model import (
+    ChunkGrid,
+    Inline,
+    Range,
+    Reference,
+    Whole,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    Column: TypeAlias = pa.Array[Any]
+
+
+logger = logging.getLogger(__name__)
+
+COLUMN_SETS: Final = (
+    frozenset({"path", "offset", "size", "raw"}),
+    frozenset({"path", "offset", "size"}),
+    frozenset({"raw"}),
+)
+"""The column sets a record file may have (fsspec accepts the URL-only and raw-only forms)."""
+
+_BASE64: Final = b"base64:"
+
+
+@dataclass(frozen=True, slots=True)
+class Cells:
+    """One column's cells read straight from its Arrow buffers: a Python value per row
+    without making a pyarrow scalar (the per-file lookup's hot path)."""
+
+    validity: memoryview | None  # the validity bitmap; None: no nulls
+    values: memoryview | None  # the integers, or the dictionary's indices; None: not read
+    names: tuple[str | None, ...] | None  # a dictionary column's values
+    offset: int  # the array's offset into its buffers
+
+    def is_valid(self, row: int) -> bool:
+        """Return False when the cell in ``row`` is null."""
+        if self.validity is None:
+            return True
+        position = self.offset + row
+        return bool(self.validity[position >> 3] >> (position & 7) & 1)
+
+    def value(self, row: int) -> int | str | None:
+        """Return the cell in ``row`` (None: null)."""
+        if not self.is_valid(row):
+            return None
+        assert self.values is not None
+        number: int = self.values[self.offset + row]
+        return number if self.names is None else self.names[number]
+
+
+_IntegerFormat: TypeAlias = Literal["b", "h", "i", "q", "I"]
+
+_BUFFER_FORMATS: Final[dict[str, tuple[_IntegerFormat, int]]] = {
+    "int8": ("b", 1),
+    "int16": ("h", 2),
+    "int32": ("i", 4),
+    "int64": ("q", 8),
+    "uint32": ("I", 4),
+}
+"""The ``memoryview`` format and item size of each integer type record columns are read as."""
+
+
+def cells_of(array: Column | None) -> Cells | None:
+    """Return ``array``'s cells for fast access by row (integers, a dictionary of strings, or
+    only the validity of other types); None for no array."""
+    import pyarrow as pa
+
+    if array is None:
+        return None
+    names: tuple[str | None, ...] | None = None
+    data = array
+    if pa.types.is_dictionary(array.type):
+        dictionary = cast("pa.DictionaryArray[Any, Any]", array)
+        names = tuple(dictionary.dictionary.to_pylist())
+        data = dictionary.indices
+    buffers = data.buffers()
+    validity = None
+    if array.null_count and buffers[0] is not None:
+        validity = memoryview(buffers[0]).cast("B")
+    values = None
+    layout = _BUFFER_FORMATS.get(str(data.type))
+    if layout is not None and buffers[1] is not None:
+        form, size = layout
+        raw = memoryview(buffers[1]).cast("B")
+        values = raw[: len(raw) // size * size].cast(form)
+    elif names is not None:
+        names = None  # indices of a type not read here: value() is not offered
+    return Cells(validity, values, names, data.offset)
+
+
+def _cell(column: Column | None, cells: Cells | None, row: int) -> Any:
+    """Return the value in ``row`` of ``column``: from its cells when they hold the values,
+    else as pyarrow's scalar gives it (None: null, or no column)."""
+    if cells is not None and cells.values is not None:
+        return cells.value(row)
+    return None if column is None else column[row].as_py()
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One parsed record file: its columns as pyarrow arrays (``None`` when absent or all null),
+    and the cells ``reference`` reads of them."""
+
+    name: str
+    rows: int
+    path: Column | None
+    offset: Column | None
+    size: Column | None
+    raw: Column | None
+    present: pa.BooleanArray | None  # None: every row is absent
+    columns: tuple[str, ...]  # the file's columns, as stored (pandas index columns left out)
+    path_cells: Cells | None = field(init=False)
+    offset_cells: Cells | None = field(init=False)
+    size_cells: Cells | None = field(init=False)
+    raw_cells: Cells | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        for name, column in (
+            ("path_cells", self.path),
+            ("offset_cells", self.offset),
+            ("size_cells", self.size),
+            ("raw_cells", self.raw),
+        ):
+            object.__setattr__(self, name, cells_of(column))
+
+    def reference(
+        self, row: int, grid: ChunkGrid, index: int, resolve: Callable[[str], str]
+    ) -> Reference | None:
+        """Return the reference in ``row`` (chunk ``index`` of ``grid``), or ``None`` if null."""
+        if row >= self.rows:
+            raise ReferenceFormatError(
+                self.name, grid.key(index), f"record has {self.rows} rows, chunk needs row {row}"
+            )
+        raw = self.raw_cells
+        if self.raw is not None and raw is not None and raw.is_valid(row):
+            data = self.raw[row].as_py()
+            if data is not None:
+                return Inline(_decode_raw(cast(bytes, data), self.name, grid.key(index)))
+        if self.path is None:
+            return None
+        path = _cell(self.path, self.path_cells, row)
+        if path is None:
+            return None
+        if not isinstance(path, str) or not path:
+            raise ReferenceFormatError(self.name, grid.key(index), f"path {path!r} is not a URL")
+        if _cell(self.offset, self.offset_cells, row) is None and (
+            _cell(self.size, self.size_cells, row) is None
+        ):
+            return Whole(resolve(path))  # GDAL's whole-file row (fsspec drops the key)
+        offset = self._integer(self.offset, self.offset_cells, row, "offset", grid, index)
+        size = self._integer(self.size, self.size_cells, row, "size", grid, index)
+        url = resolve(path)
+        if offset == 0 and size == 0:
+            return Whole(url)
+        return Range(url, offset, size)
+
+    def sizes(self, start: int, stop: int) -> list[int | None]:
+        """Return the sizes of rows ``[start, stop)`` as ``chunk_sizes`` describes them."""
+        count = stop - start
+        valid = min(stop, self.rows) - start
+        if self.present is None or valid <= 0:
+            return [-1] * max(valid, 0) + [None] * (count - max(valid, 0))
+        nothing: list[Any] = [None] * valid
+        present = self.present.slice(start, valid).to_pylist()
+        sizes = nothing if self.size is None else self.size.slice(start, valid).to_pylist()
+        offsets = nothing if self.offset is None else self.offset.slice(start, valid).to_pylist()
+        inline = (
+            [False] * valid
+            if self.raw is None
+            else self.raw.slice(start, valid).is_valid().to_pylist()
+        )
+        out: list[int | None] = []
+        for is_present, is_inline, offset, size in zip(
+            present, inline, offsets, sizes, strict=True
+        ):
+            if not is_present:
+                out.append(-1)
+            elif is_inline or size is None or offset is None or size < 0 or offset < 0:
+                out.append(None)
+            elif size == 0 and offset == 0:
+                out.append(None)  # a whole file: its size takes the target
+            else:
+                out.append(size)
+        return out + [None] * (count - valid)  # rows past the end: ``chunk`` says what is wrong
+
+    def ranges(self, start: int, stop: int) -> Iterator[tuple[str, int, int]]:
+        """Yield ``(path, offset, length)`` of the rows in ``[start, stop)`` that ``reference``
+        turns into a ``Range`` of at least one byte (no raw data, a path, both integers)."""
+        stop = min(stop, self.rows)
+        if self.path is None or self.offset is None or self.size is None or start >= stop:
+            return
+        count = stop - start
+        paths = self.path.slice(start, count).to_pylist()
+        offsets = self.offset.slice(start, count).to_pylist()
+        sizes = self.size.slice(start, count).to_pylist()
+        inline = (
+            [False] * count
+            if self.raw is None
+            else self.raw.slice(start, count).is_valid().to_pylist()
+        )
+        for path, offset, size, is_inline in zip(paths, offsets, sizes, inline, strict=True):
+            if (
+                not is_inline
+                and isinstance(path, str)
+                and path
+                and isinstance(offset, int)
+                and isinstance(size, int)
+                and offset >= 0
+                and size > 0
+            ):
+                yield path, offset, size
+
+    def present_rows(self, start: int, stop: int) -> list[int]:
+        """Return the rows in ``[start, stop)``, clipped to the file, that are not null."""
+        stop = min(stop, self.rows)
+        if self.present is None or start >= stop:
+            return []
+        import pyarrow.compute as pc
+
+        hits = pc.indices_nonzero(self.present.slice(start, stop - start))
+        return [start + row for row in cast(list[int], hits.to_pylist())]
+
+    def first_present(self, start: int, stop: int) -> int | None:
+        """Return the first row in ``[start, stop)``, clipped to the file, that is not null."""
+        stop = min(stop, self.rows)
+        present = self.present
+        if present is None or start >= stop:
+            return None
+        if present[start].as_py():  # the common case of a dense record: no scan
+            return start
+        rows = self.present_rows(start, stop)
+        return rows[0] if rows else None
+
+    def nbytes(self) -> int:
+        """Return the bytes held by the record's arrays."""
+        arrays = (self.path, self.offset, self.size, self.raw, self.present)
+        return sum(array.nbytes for array in arrays if array is not None)
+
+    def _integer(
+        self,
+        column: Column | None,
+        cells: Cells | None,
+        row: int,
+        name: str,
+        grid: ChunkGrid,
+        index: int,
+    ) -> int:
+        value = _cell(column, cells, row)
+        if not isinstance(value, int):
+            raise ReferenceFormatError(
+                self.name, grid.key(index), f"{name} is null for a row with a path"
+            )
+        if value < 0:
+            raise ReferenceFormatError(self.name, grid.key(index), f"{name} is negative ({value})")
+        return value
+
+
+def _decode_raw(data: bytes, name: str, key: str) -> bytes:
+    if not data.startswith(_BASE64):
+        return data
+    try:
+        return decode_base64(data[len(_BASE64) :])
+    except binascii.Error as exc:
+        raise ReferenceFormatError(name, key, f"bad base64 in raw: {exc}") from exc
+
+
+def read_schema(data: bytes, name: str) -> pa.Schema:
+    """Return the Arrow schema of a record file after checking its columns and types."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.ParquetFile(pa.BufferReader(data)).schema_arrow
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise ReferenceFormatError(name, None, f"not a readable Parquet file: {exc}") from exc
+    _check_schema(schema, name)
+    return schema
+
+
+def _columns(schema: pa.Schema) -> list[str]:
+    """Return the schema's column names, leaving out pandas index columns.
+
+    Pandas metadata that is not JSON, or not shaped as pandas writes it, names no index column.
+    """
+    index: set[str] = set()
+    try:
+        pandas: object = schema.pandas_metadata
+    except ValueError:  # not JSON: no usable pandas metadata, so no index columns
+        pandas = None
+    if isinstance(pandas, dict):
+        columns = pandas.get("index_columns")
+        if isinstance(columns, list):
+            index = {c for c in columns if isinstance(c, str)}
+    return [name for name in schema.names if name not in index]
+
+
+def _check_schema(schema: pa.Schema, name: str) -> None:
+    import pyarrow as pa
+
+    columns = _columns(schema)
+    if len(set(columns)) != len(columns) or frozenset(columns) not in COLUMN_SETS:
+        raise ReferenceFormatError(
+            name,
+            None,
+            f"columns are {sorted(columns)}, expected path, offset, size and raw "
+            "(or path, offset and size, or raw alone)",
+        )
+    types = pa.types
+    for column in columns:
+        kind = schema.field(column).type
+        if types.is_null(kind):
+            continue
+        if column == "path":
+            if types.is_dictionary(kind):
+                kind = kind.value_type
+            ok = types.is_string(kind) or types.is_large_string(kind) or types.is_string_view(kind)
+        elif column == "raw":
+            ok = types.is_binary(kind) or types.is_large_binary(kind) or types.is_binary_view(kind)
+        else:
+            ok = types.is_integer(kind)
+        if not ok:
+            raise ReferenceFormatError(name, None, f"column {column!r} has type {kind}")
+
+
+def parse_record(data: bytes, name: str) -> Record:
+    """Parse a record file, then hand the decoding buffers back to the system."""
+    import pyarrow as pa
+
+    record = _decode_record(data, name)
+    pa.default_memory_pool().release_unused()
+    return record
+
+
+def _decode_record(data: bytes, name: str) -> Record:
+    """Decode a record file into compact columns (see ``compact_path``, ``compact_integers``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    schema = read_schema(data, name)
+    columns = _columns(schema)
+    dictionary = ["path"] if "path" in columns else None
+    try:
+        table = pq.ParquetFile(pa.BufferReader(data), read_dictionary=dictionary).read(
+            columns=columns, use_threads=False
+        )
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise ReferenceFormatError(name, None, f"not a readable Parquet file: {exc}") from exc
+
+    def column(label: str) -> Column | None:
+        if label not in columns:
+            return None
+        array: Column = table.column(label).combine_chunks()
+        return None if array.null_count == len(array) and label in ("path", "raw") else array
+
+    path = column("path")
+    if path is not None:
+        path = compact_path(path)
+    raw = column("raw")
+    offset = compact_integers(column("offset"), name, "offset")
+    size = compact_integers(column("size"), name, "size")
+
+    masks = [array.is_valid() for array in (path, raw) if array is not None]
+    present: pa.BooleanArray | None = None
+    if len(masks) == 2:
+        present = pc.or_(masks[0], masks[1])
+    elif masks:
+        present = masks[0]
+    return Record(name, table.num_rows, path, offset, size, raw, present, tuple(columns))
+
+
+def compact_path(path: Column) -> Column:
+    """Return ``path`` dictionary-encoded with the narrowest index type that fits."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    encoded = path if pa.types.is_dictionary(path.type) else pc.dictionary_encode(path)
+    kind = encoded.type
+    if not pa.types.is_dictionary(kind):
+        return encoded
+    entries = len(cast("pa.DictionaryArray[Any, Any]", encoded).dictionary)
+    for index_type, limit in ((pa.int8(), 1 << 7), (pa.int16(), 1 << 15)):
+        if entries <= limit:
+            return pc.cast(encoded, pa.dictionary(index_type, kind.value_type))
+    return encoded
+
+
+def compact_integers(array: Column | None, name: str, label: str) -> Column | None:
+    """Return an integer column as uint32 when every value fits, as int64 otherwise.
+
+    (Offsets beyond 4 GiB keep 64 bits; sizes and most offsets halve their memory.)
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if array is None:
+        return None
+    try:
+        wide = pc.cast(array, pa.int64())
+    except (pa.ArrowException, ValueError) as exc:
+        raise ReferenceFormatError(name, None, f"column {label!r}: {exc}") from exc
+    bounds = pc.min_max(wide)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is None or high is None or low < 0 or high >= 1 << 32:
+        return wide
+    return pc.cast(wide, pa.uint32())
