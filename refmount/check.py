@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,14 +246,13 @@ def check_references(
         summary.format = UNREADABLE  # whatever its name suggests, nothing of it was read
         summary.problem(None, f"cannot read: {error}")
         return summary
-    with _captured_warnings("refmount.namespace.tree") as records:
-        Tree.build(references.keys(), references.grids, source=source.url, skip_invalid=True)
-    for record in records:
-        args = record.args
-        if isinstance(args, tuple) and len(args) == 3:
-            summary.problem(str(args[1]), str(args[2]))
-        else:
-            summary.problem(None, record.getMessage())
+    Tree.build(
+        references.keys(),
+        references.grids,
+        source=source.url,
+        skip_invalid=True,
+        on_invalid=invalid,
+    )
 
     arrays = _arrays(references, summary)
     summary.explicit_keys, present = _count_explicit(
@@ -459,29 +456,6 @@ async def _ask_sizes(summary: Summary, size_of: SizeOf) -> None:
                 f"{target.size:,} bytes",
             )
     summary.whole_bytes = whole_bytes
-
-
-@contextmanager
-def _captured_warnings(name: str) -> Iterator[list[logging.LogRecord]]:
-    """Collect the warnings of logger ``name`` instead of letting them reach the log."""
-    logger = logging.getLogger(name)
-    records: list[logging.LogRecord] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    handler = Collect(logging.WARNING)
-    propagate, level = logger.propagate, logger.level
-    logger.addHandler(handler)
-    logger.propagate = False
-    logger.setLevel(logging.WARNING)
-    try:
-        yield records
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = propagate
-        logger.setLevel(level)
 
 
 def format_summary(summary: Summary) -> str:

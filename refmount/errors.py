@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import errno as errno_codes
+from collections.abc import Callable
 from typing import Self
 
 
@@ -192,3 +193,9 @@ class ShortReadError(TargetError):
         self.expected = expected
         self.received = received
         super().__init__(key, url, f"target returned {received} bytes, expected {expected}")
+
+
+OnInvalid = Callable[[ReferenceFormatError], None]
+"""The one way problems in a reference set are reported when they are skipped
+(``--skip-invalid``, ``refmount check``): called with each problem's error. Whoever loads a
+set passes one to the formats and to ``Tree.build``; without one they log a warning."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
-from refmount.errors import ReferenceFormatError
+from refmount.errors import OnInvalid, ReferenceFormatError
 from refmount.formats.options import PROGRESS_STEP, LoadOptions, Progress
-from refmount.formats.values import CompactReferences, OnInvalid, ValueParser
+from refmount.formats.values import CompactReferences, ValueParser
 
 
 def parse_refs(

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from refmount.errors import ReferenceFormatError
+from refmount.errors import OnInvalid, ReferenceFormatError
 from refmount.formats.gen_grid import (
     GenGrid,
     GenGrids,
@@ -27,7 +27,6 @@ from refmount.formats.options import LoadOptions
 from refmount.formats.templates import Templates
 from refmount.formats.values import (
     CompactReferences,
-    OnInvalid,
     ValueParser,
     check_range,
     describe,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from refmount.config import default_max_refs_size
-from refmount.errors import ReferenceFormatError
+from refmount.errors import OnInvalid
 
 Progress = Callable[[int, int], None]
 """Told ``(done, total)`` keys now and then while a large reference file is read; ``total``
@@ -31,7 +31,7 @@ class LoadOptions:
     remote_protocol: str | None = None
     skip_invalid: bool = False
     record_cache: int = 64
-    on_invalid: Callable[[ReferenceFormatError], None] | None = None
+    on_invalid: OnInvalid | None = None
     progress: Progress | None = None
     max_size: int | None = None
 

@@ -29,9 +29,6 @@ MAX_OFFSET = 2**63 - 1
 Renderer = Callable[[str, str], str]
 """``render(key, text)``: the rendered text of a template found in ``key``'s URL."""
 
-OnInvalid = Callable[[ReferenceFormatError], None]
-"""Called with the error of a malformed value that is skipped (``--skip-invalid``)."""
-
 
 def describe(value: object) -> str:
     """Return a short description of a JSON value's type, for messages."""

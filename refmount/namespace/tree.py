@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from refmount.errors import ReferenceFormatError
+from refmount.errors import OnInvalid, ReferenceFormatError
 from refmount.model import ROOT_INODE, ChunkGrid, Inode, canonical_index, ravel, unravel
 from refmount.names import NameTable, key_problem
 from refmount.namespace.build import (
@@ -278,14 +278,16 @@ class Tree:
         *,
         source: str,
         skip_invalid: bool = False,
+        on_invalid: OnInvalid | None = None,
     ) -> Tree:
         """Build the tree of ``keys`` plus the chunk ``grids``.
 
         Keys FUSE cannot represent (see ``key_problem``), a key that is both a file and a
         directory, a key that is also the name of a chunk of its array, an array whose path
         FUSE cannot represent and an array with more chunks than there are inode numbers raise
-        ``ReferenceFormatError`` naming them; with ``skip_invalid`` they are left out with one
-        warning each (an array whose path is invalid is left out with its metadata key).
+        ``ReferenceFormatError`` naming them; with ``skip_invalid`` they are left out (an
+        array whose path is invalid with its metadata key), each reported to ``on_invalid``
+        or, without one, in a warning.
         """
         root = BuildDir(0)
         problems: list[Problem] = []
@@ -313,7 +315,7 @@ class Tree:
             if grid.array:
                 descend(root, grid.array.split("/"), event)
         settle(root, problems)
-        _report(in_order(problems), source, skip_invalid)
+        _report(in_order(problems), source, skip_invalid, on_invalid)
         tree = cls._number(root, grids, active)
         collisions = tree._grid_collisions()
         if collisions and skip_invalid:
@@ -326,10 +328,10 @@ class Tree:
                 for grid_id, grid in enumerate(grids):
                     if grid.array == path or grid.array.startswith(path + "/"):
                         active[grid_id] = False
-            _report(skipped, source, skip_invalid)
+            _report(skipped, source, skip_invalid, on_invalid)
             tree = cls._number(root, grids, active)
         else:
-            _report(collisions, source, skip_invalid)
+            _report(collisions, source, skip_invalid, on_invalid)
         del root  # the directories as built are garbage now: copy the names in their place
         tree._names.freeze()
         return tree
@@ -579,7 +581,9 @@ class Tree:
         return block, level, index
 
 
-def _report(problems: list[tuple[str, str]], source: str, skip_invalid: bool) -> None:
+def _report(
+    problems: list[tuple[str, str]], source: str, skip_invalid: bool, on_invalid: OnInvalid | None
+) -> None:
     if not problems:
         return
     if not skip_invalid:
@@ -587,4 +591,7 @@ def _report(problems: list[tuple[str, str]], source: str, skip_invalid: bool) ->
         more = f" (and {len(problems) - 1} more invalid keys)" if len(problems) > 1 else ""
         raise ReferenceFormatError(source, key, problem + more)
     for key, problem in problems:
-        log.warning("%s: skipping key %r: %s", source, key, problem)
+        if on_invalid is not None:
+            on_invalid(ReferenceFormatError(source, key, problem))
+        else:
+            log.warning("%s: skipping key %r: %s", source, key, problem)
