@@ -214,10 +214,11 @@ def test_the_background_daemon_never_imports_from_the_current_directory(
         (hostile / "refmount.py").write_text(HOSTILE_CODE.format(marker=marker))
         markers = [hostile / marker]
     else:
-        (hostile / "refmount").mkdir()
-        for name in ("__init__.py", "__main__.py", "cli.py"):
-            (hostile / "refmount" / name).write_text(HOSTILE_CODE.format(marker=marker))
-        markers = [hostile / marker, hostile / "refmount" / marker]
+        package = hostile / "refmount"
+        (package / "cli").mkdir(parents=True)
+        for name in ("__init__.py", "__main__.py", "cli/__init__.py", "cli/command.py"):
+            (package / name).write_text(HOSTILE_CODE.format(marker=marker))
+        markers = [hostile / marker, package / marker, package / "cli" / marker]
     try:
         result = subprocess.run(
             [str(console_script()), str(dataset.refs), str(mount_dir)],

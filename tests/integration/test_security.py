@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import refmount
-from refmount import cli
+from refmount.cli import background
 from refmount.errors import ReferenceFormatError
 from refmount.formats import LoadOptions, load
 from tests.fakes import LocalSource
@@ -413,8 +413,8 @@ def test_nothing_runs_a_shell() -> None:
                 uses.setdefault(path.relative_to(package).as_posix(), []).append(code.strip())
     # The launcher; the Python API (the launcher, and fusermount3 for a daemon that would not
     # stop); the Dask plugin (the refmount command, fusermount3). Always an argument list.
-    assert set(uses) == {"cli.py", "api.py", "dask.py"}, uses
-    assert sorted(uses["cli.py"]) == sorted(
+    assert set(uses) == {"cli/background.py", "api.py", "dask.py"}, uses
+    assert sorted(uses["cli/background.py"]) == sorted(
         [
             "import subprocess",
             "stdin: int | bytes | None = subprocess.DEVNULL,",
@@ -426,9 +426,10 @@ def test_nothing_runs_a_shell() -> None:
     ), uses
     for lines in uses.values():
         assert not [line for line in lines if re.search(r"shell|os\.system|popen\(", line)]
-    launcher = (package / "cli.py").read_text()
+    launcher = (package / "cli" / "background.py").read_text()
     call = launcher[launcher.index("subprocess.Popen(") :]
     call = call[: call.index("\n    )")]
     assert "background_command(argv)" in call
-    assert cli.background_command(["r", "m"])[0] == sys.executable  # a list: no shell parses it
+    # a list: no shell parses it
+    assert background.background_command(["r", "m"])[0] == sys.executable
     assert "shell" not in call

@@ -10,7 +10,7 @@ import pytest
 
 import refmount
 from refmount.api import build_argv, encode_references, option_keywords, start_error
-from refmount.cli import parse_args
+from refmount.cli.options import parse_args
 from refmount.errors import BadInputError, RefmountError, StartError
 
 
@@ -40,7 +40,7 @@ def test_keywords_become_the_argv_the_command_parses(tmp_path: Path) -> None:
         },
     )
     assert argv[-3:] == ["--", "refs.json", str(tmp_path / "mnt")]
-    config, _ = parse_args(argv)
+    config = parse_args(argv).config
     assert config.read.cache_size == 2 << 30
     assert config.remote_options == {"anon": True}
     assert config.retry.timeout == 5

@@ -1,0 +1,221 @@
+"""The ``refmount`` mount command's arguments: its usage, description and help, and
+``build_parser``, the one declaration of its flags (the Python API derives its keywords from
+it)."""
+
+from __future__ import annotations
+
+import argparse
+
+from refmount.release import __version__
+
+USAGE = """\
+refmount [options] REFS MOUNTPOINT
+       refmount check [options] REFS
+       refmount stats [--format {text,json,prometheus}] MOUNTPOINT"""
+
+DESCRIPTION = """\
+Mount a kerchunk/fsspec reference set as a read-only directory tree.
+
+REFS is a reference file or directory: JSON version 0 or 1 (optionally gzip/zstd/bz2/xz
+compressed) or a Parquet reference directory, local or at any fsspec URL (s3://, https://,
+simplecache::...). Every key becomes a file; '/' in keys makes directories; reads become
+byte-range reads of the targets.
+
+subcommands (only as the first argument):
+  check REFS     validate a reference set without mounting it and summarise it
+                 (refmount check --help)
+  stats MNT      show the counters and latencies of a mounted refmount
+                 (refmount stats --help)
+To mount a reference file literally called 'check' or 'stats', write ./check, or put
+'--' first: refmount -- check /mnt/data
+"""
+
+EPILOG = """\
+-o takes comma-separated mount options. FUSE options (allow_other, allow_root,
+auto_unmount, default_permissions, ...) go to the kernel; refmount's own options can be
+given the same way, which is what /etc/fstab needs:
+  cache_size=SIZE  remote_protocol=P  remote_options=JSON  target_options=JSON
+  target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
+  timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
+  uid=N  gid=N  umask=MASK  no_pin  fetcher=ENGINE  no_tune_kernel  tune_read_ahead=SIZE
+  xattr  nonempty  decode  max_refs_size=SIZE
+and shortcuts for S3 (s3fs), applied to targets and to REFS:
+  s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
+default_permissions is always on: the kernel enforces the modes (0444 files, 0555
+directories, less the umask). With allow_other or allow_root, local targets must lie
+under a --local-root directory, or the mount is refused.
+
+examples:
+  refmount refs.json /mnt/data
+  refmount -o allow_other,cache_size=2G s3://bucket/refs.parq /mnt/data
+  refmount --remote-options '{"anon": true}' https://host/refs.json.zst /mnt/data
+  fusermount3 -u /mnt/data          # unmount
+
+MOUNTPOINT must be an empty directory (unless -o nonempty) with no FUSE filesystem
+mounted on it already; automount points and bind mounts are fine.
+
+exit status: 0 mounted (or unmounted cleanly with -f), 1 the mount failed (the
+mountpoint is refused before REFS is read), 2 bad arguments or option values, or a
+malformed reference file.
+"""
+
+
+MAX_REFS_SIZE_HELP = (
+    "largest reference file, as stored and once decompressed, and most memory its gen "
+    "keys may take, e.g. 2G (default: 16G or half the available memory, whichever is less)"
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the ``refmount`` command."""
+    parser = argparse.ArgumentParser(
+        prog="refmount",
+        usage=USAGE,
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "refs", metavar="REFS", help="reference file, directory or URL; - reads JSON from stdin"
+    )
+    parser.add_argument("mountpoint", metavar="MOUNTPOINT", help="empty directory (see --nonempty)")
+    parser.add_argument(
+        "-f", "--foreground", action="store_true", help="stay attached instead of detaching"
+    )
+    parser.add_argument(
+        "-o",
+        dest="options",
+        action="append",
+        default=[],
+        metavar="OPT[,OPT...]",
+        help="mount options, see below",
+    )
+    parser.add_argument(
+        "--remote-protocol",
+        metavar="P",
+        help="protocol for target URLs that have none (default: local paths, relative "
+        "to the reference file's directory)",
+    )
+    parser.add_argument(
+        "--remote-options",
+        metavar="JSON",
+        help="fsspec storage options for targets: one object for every protocol, or "
+        'per protocol: \'{"s3": {...}, "https": {...}}\'',
+    )
+    parser.add_argument(
+        "--target-options", metavar="JSON", help="fsspec storage options for opening REFS"
+    )
+    parser.add_argument("--target", metavar="URL", help="target of references whose URL is null")
+    parser.add_argument(
+        "--base",
+        metavar="DIR",
+        help="with REFS - (a JSON document on standard input): the directory or URL that "
+        "relative target paths are relative to (without it they are refused; every node's "
+        "mtime is the time of the mount)",
+    )
+    parser.add_argument(
+        "--cache-size",
+        metavar="SIZE",
+        help="memory for fetched data, e.g. 512M (default), 4G",
+    )
+    parser.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip keys that cannot be mounted (with one warning each) instead of refusing",
+    )
+    parser.add_argument("--max-refs-size", metavar="SIZE", help=MAX_REFS_SIZE_HELP)
+    parser.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="how much to log (default: info); debug also shows tracebacks",
+    )
+    parser.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="log here once in the background (default: syslog's /dev/log, else the "
+        "journal's socket, else a rotated file, 10 MiB x 4, named after the mountpoint in "
+        "/var/log/refmount as root or ~/.local/state/refmount, whose path the command prints)",
+    )
+    parser.add_argument(
+        "--attr-timeout",
+        metavar="DURATION",
+        help="how long the kernel may cache names and attributes (default: 1 day; the "
+        "reference set never changes while mounted)",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="DURATION",
+        help="time limit of one request to a target, e.g. 30s (default), 500ms",
+    )
+    parser.add_argument(
+        "--retries",
+        metavar="N",
+        help="how many times a failed request is tried again (default 4) on connection "
+        "errors, timeouts, 5xx, 408, 429 and short bodies, with exponential backoff",
+    )
+    parser.add_argument(
+        "--local-root",
+        metavar="DIR",
+        action="append",
+        help="with -o allow_other or allow_root: a directory local targets may lie in "
+        "(repeatable, or DIR:DIR...); any other local target refuses the mount",
+    )
+    parser.add_argument("--uid", metavar="N", help="owner of every file (default: you)")
+    parser.add_argument("--gid", metavar="N", help="group of every file (default: yours)")
+    parser.add_argument(
+        "--umask",
+        metavar="MASK",
+        help="octal bits taken away from 0444 (files) and 0555 (directories), e.g. 027",
+    )
+    parser.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="do not pin each target's ETag or mtime at first use (a target that changes "
+        "while mounted may then mix two versions)",
+    )
+    parser.add_argument(
+        "--fetcher",
+        metavar="ENGINE",
+        help="auto (default): S3, HTTP(S), GCS and Azure targets are read through obstore "
+        "where their options map onto it, everything else through fsspec; fsspec: "
+        "everything through fsspec",
+    )
+    parser.add_argument(
+        "--no-tune-kernel",
+        action="store_true",
+        help="keep the kernel's readahead and background request limits; by default, as "
+        "root, they are raised through sysfs once mounted (readahead 16M, max_background "
+        "64, congestion_threshold 48; fusectl mounted if missing)",
+    )
+    parser.add_argument(
+        "--tune-kernel",
+        action="store_true",
+        help="the default as root; given, a failure to tune is logged as a warning",
+    )
+    parser.add_argument(
+        "--tune-read-ahead",
+        metavar="SIZE",
+        help="the readahead the kernel tuning sets, e.g. 4M, 64M (implies --tune-kernel)",
+    )
+    parser.add_argument(
+        "--xattr",
+        action="store_true",
+        help="give every file the extended attributes user.refmount.{kind,url,offset,length}; "
+        "off by default, because it makes the kernel ask the daemon about ACL and "
+        "security attributes once per file (ls -l on a big directory gets several times "
+        "slower)",
+    )
+    parser.add_argument(
+        "--nonempty",
+        action="store_true",
+        help="mount even if MOUNTPOINT has entries (the mount hides them until unmounted); "
+        "without it such a mountpoint is refused",
+    )
+    parser.add_argument(
+        "--decode",
+        action="store_true",
+        help="serve arrays decoded (no compressor or filters, little-endian, C order) for "
+        "readers that lack their codecs; off by default (the referenced bytes as stored)",
+    )
+    parser.add_argument("--version", action="version", version=f"refmount {__version__}")
+    return parser
