@@ -23,8 +23,7 @@ from refmount.lru import LRU
 from refmount.model import Inode, Range, Reference, ReferenceSet
 from refmount.namespace.tree import Tree
 from refmount.read.path import ReadPath
-from refmount.store.options import LOCAL_PROTOCOLS
-from refmount.urls import protocol_of
+from refmount.store.options import is_plain_local
 
 SIBLING_INDEX_LIMIT = 250_000
 """Directories with more entries get no neighbour prefetch: their index (16 bytes an entry, so
@@ -115,7 +114,7 @@ class Neighbours:
             or config.neighbour_bytes <= 0
             or not isinstance(reference, Range)
             or not 0 < reference.length <= config.whole_fetch_limit
-            or is_local(reference.url)
+            or is_plain_local(reference.url)
         ):
             return None
         parent = self._tree.parent(inode)
@@ -231,8 +230,3 @@ class Neighbours:
                 array("q", (s for s, _ in spans)), array("q", (e for _, e in spans))
             )
         return index
-
-
-def is_local(url: str) -> bool:
-    """Return True for a URL of a local file (no protocol, ``file://``, not chained)."""
-    return "::" not in url and (protocol_of(url) or "file").lower() in LOCAL_PROTOCOLS

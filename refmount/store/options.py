@@ -118,4 +118,5 @@ def is_plain_local(url: str) -> bool:
 
 
 def is_http(url: str) -> bool:
+    """Return True for a plain (not chained) HTTP(S) URL."""
     return "::" not in url and protocol_of(url) in HTTP_PROTOCOLS

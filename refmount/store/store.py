@@ -36,7 +36,6 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, TypeVar, cast
-from urllib.parse import urlsplit
 
 import fsspec
 import fsspec.asyn
@@ -46,6 +45,7 @@ import trio
 from refmount.config import FETCHERS
 from refmount.errors import RemoteChangedError, RemoteError
 from refmount.flight import SingleFlight
+from refmount.lru import LRU
 from refmount.store.bounded import bounded_http_range, bounded_s3_range
 from refmount.store.bridge import wait_for_future
 from refmount.store.failures import http_status, remote_error
@@ -59,12 +59,10 @@ from refmount.store.obstore_engine import (
 from refmount.store.options import (
     S3_PROTOCOLS,
     StorageOptions,
-    is_http,
-    is_plain_local,
 )
 from refmount.store.pins import Pin
 from refmount.store.roots import LocalRoots
-from refmount.urls import protocol_of
+from refmount.store.routes import Kind, Route, route_of
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +76,9 @@ PIN_RECHECK_SECONDS = 5.0
 how old a confirmation may be before a read asks the target for its version again."""
 
 PRECONDITION_FAILED = 412
+
+ROUTES = 65536
+"""How many URLs' routes are kept (the least recently read go, and are worked out again)."""
 
 Data = bytes | memoryview
 """What a range read returns: obstore's buffers are handed on as views, never copied."""
@@ -114,6 +115,7 @@ class Store:
             raise ValueError(f"fetcher must be one of {', '.join(FETCHERS)}, not {fetcher!r}")
         self._options = options or StorageOptions()
         self._obstore = (obstore_engine or ObstoreEngine()) if fetcher == "auto" else None
+        self._routes: LRU[str, Route] = LRU(ROUTES)
         self._plans: dict[str, Plan | None] = {}
         """URL → how obstore reads it (None: fsspec does), decided at the URL's first use."""
         self._filesystems: dict[tuple[str, str | None], FileSystem] = {}
@@ -142,7 +144,7 @@ class Store:
         of a second or more): the read path calls it from a worker thread then
         (``_resolve``), and ``prepare`` does it ahead of the first read.
         """
-        return self._filesystem_for(url, self._filesystem_key(url))
+        return self._filesystem_for(url, route_of(url, self._options).filesystem_key)
 
     def _filesystem_for(self, url: str, key: tuple[str, str | None]) -> tuple[FileSystem, str]:
         """``filesystem`` for ``url``, whose ``_filesystem_key`` is ``key``."""
@@ -162,10 +164,13 @@ class Store:
             return fs, url  # fsspec's data filesystem reads the URI, not its stripped body
         return fs, fs._strip_protocol(url)
 
-    def _filesystem_key(self, url: str) -> tuple[str, str | None]:
-        """Return what one filesystem instance serves: a protocol (or chain) and options prefix."""
-        chain = url.rsplit("::", 1)[0] if "::" in url else protocol_of(url) or "file"
-        return chain, self._options.prefix_of(url)
+    def _route(self, url: str) -> Route:
+        """Return the route of ``url``, worked out at its first read and kept (event loop)."""
+        route = self._routes.get(url)
+        if route is None:
+            route = route_of(url, self._options)
+            self._routes.put(url, route)
+        return route
 
     def prepare(self, urls: Iterable[str]) -> None:
         """Create the filesystems that serve ``urls`` now (blocking: call it from a thread).
@@ -175,7 +180,7 @@ class Store:
         for url in urls:
             if self._obstore_plan(url) is not None:
                 continue
-            key = self._filesystem_key(url)
+            key = route_of(url, self._options).filesystem_key  # a thread: not the kept routes
             if key not in self._filesystems:
                 try:
                     self._filesystem_for(url, key)
@@ -209,17 +214,18 @@ class Store:
             except RangeIgnored as error:
                 self._plans[url] = None
                 log.info("%s: %s; reading it through fsspec from now on", url, error.problem)
-        fs, path = await self._resolve(url)
-        if is_plain_local(url):
+        route = self._route(url)
+        fs, path = await self._resolve(url, route)
+        if route.kind is Kind.LOCAL:
             return await self._read_local(url, fs, path, start, end)
         pin = await self._pinned(url, fs, path) if self._pin else None
         if fs.async_impl:
-            data = await self._read_async(url, fs, path, start, end, pin)
+            data = await self._read_async(url, route, fs, path, start, end, pin)
         else:
             data = cast(
                 bytes, await self._in_thread(url, lambda: fs.cat_file(path, start=start, end=end))
             )
-        if pin is not None and not (is_http(url) and pin.http_condition()):
+        if pin is not None and not (route.kind is Kind.HTTP and pin.http_condition()):
             await self._recheck(url, fs, path, pin)
         return data
 
@@ -237,10 +243,11 @@ class Store:
         return size
 
     async def _fsspec_size(self, url: str) -> object:
-        fs, path = await self._resolve(url)
+        route = self._route(url)
+        fs, path = await self._resolve(url, route)
         if self._pin:
             size: object = (await self._pinned(url, fs, path)).size
-        elif is_plain_local(url):
+        elif route.kind is Kind.LOCAL:
             size = (await self._local_status(url, path)).st_size
         else:
             size = (await self._info(url, fs, path)).get("size")
@@ -275,14 +282,14 @@ class Store:
             await self._recheck(url, None, url, pin)
         return data
 
-    async def _resolve(self, url: str) -> tuple[FileSystem, str]:
-        key = self._filesystem_key(url)
+    async def _resolve(self, url: str, route: Route) -> tuple[FileSystem, str]:
+        key = route.filesystem_key
         if key not in self._filesystems:
             # the first use of a protocol may import it: not on the event loop
             await trio.to_thread.run_sync(self._filesystem, url, key, limiter=self._threads)
         roots = self._local_roots
         if roots is not None:
-            if not is_plain_local(url):
+            if route.kind is not Kind.LOCAL:
                 roots.resolve(url)  # raises RemoteAccessError
                 return self._filesystem(url, key)
             # path look-ups in a worker thread of the file's own: its filesystem may hang
@@ -324,9 +331,10 @@ class Store:
             assert engine is not None
             info = await self._on_fsspec_loop(url, lambda: engine.head(url, plan))
             return Pin.from_info(info, self._clock())
-        if is_plain_local(url):
+        route = self._route(url)
+        if route.kind is Kind.LOCAL:
             return Pin.from_stat(await self._local_status(url, path), self._clock())
-        refresh = {"refresh": True} if protocol_of(url) in S3_PROTOCOLS else {}
+        refresh = {"refresh": True} if route.protocol in S3_PROTOCOLS else {}
         return Pin.from_info(await self._info(url, fs, path, **refresh), self._clock())
 
     async def _info(self, url: str, fs: FileSystem, path: str, **kwargs: Any) -> dict[str, Any]:
@@ -337,7 +345,14 @@ class Store:
         return info if isinstance(info, dict) else {}
 
     async def _read_async(
-        self, url: str, fs: FileSystem, path: str, start: int, end: int, pin: Pin | None
+        self,
+        url: str,
+        route: Route,
+        fs: FileSystem,
+        path: str,
+        start: int,
+        end: int,
+        pin: Pin | None,
     ) -> bytes:
         """Read ``[start, end)`` on fsspec's loop; HTTP and S3 answers are read as a stream.
 
@@ -348,10 +363,10 @@ class Store:
         """
         if end <= start:
             return b""
-        condition = pin.http_condition() if pin is not None and is_http(url) else {}
-        if is_http(url):
+        condition = pin.http_condition() if pin is not None and route.kind is Kind.HTTP else {}
+        if route.kind is Kind.HTTP:
             read = functools.partial(bounded_http_range, url, fs, path, start, end)
-        elif "::" not in url and protocol_of(url) in S3_PROTOCOLS:
+        elif route.kind is Kind.S3:
             read = functools.partial(bounded_s3_range, url, fs, path, start, end)
         else:
             return cast(
@@ -451,7 +466,7 @@ class Store:
     # ------------------------------------------------------------------ running requests
 
     def _host_slots(self, url: str) -> trio.Semaphore:
-        host = urlsplit(url.rsplit("::", 1)[-1]).netloc or protocol_of(url) or "local"
+        host = self._route(url).host
         slots = self._hosts.get(host)
         if slots is None:
             slots = self._hosts[host] = trio.Semaphore(self._per_host)
