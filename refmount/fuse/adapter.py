@@ -247,7 +247,7 @@ class FuseOperations(pyfuse3.Operations):
         self, inode: pyfuse3.InodeT, flags: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.FileInfo:
         handle = await self._fs.open(Inode(inode), flags)
-        if self._fs.is_statistics(Inode(inode)):
+        if self._fs.is_virtual(Inode(inode)):
             return pyfuse3.FileInfo(
                 fh=pyfuse3.FileHandleT(handle), direct_io=True, keep_cache=False
             )

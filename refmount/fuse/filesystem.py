@@ -24,6 +24,7 @@ from refmount.errors import (
 from refmount.fuse.listing import ListedEntry, Listing
 from refmount.fuse.neighbours import Neighbours, Opening
 from refmount.fuse.stats import STATS_FILE, Statistics, encode_snapshot
+from refmount.fuse.virtual import VirtualFile, VirtualFiles
 from refmount.lru import LRU
 from refmount.model import (
     ROOT_INODE,
@@ -114,13 +115,15 @@ class FilesystemStatistics:
 
 @dataclass(frozen=True, slots=True)
 class OpenFile:
-    """An open file: its inode, its key, the reference its bytes come from and, when it may
-    start neighbour prefetch, its ``Opening``."""
+    """An open file: its inode, its key, the reference its bytes come from, when it may
+    start neighbour prefetch its ``Opening``, and whether it is a virtual file (its
+    contents, made at open, are the inline reference)."""
 
     inode: Inode
     key: str
     reference: Reference
     opening: Opening | None = None
+    virtual: bool = False
 
 
 class RefFilesystem:
@@ -161,6 +164,9 @@ class RefFilesystem:
         self._handles = itertools.count(1)
         self._record_threads = trio.CapacityLimiter(4)
         self._statistics = Statistics() if statistics is None else statistics
+        self._virtual = VirtualFiles(
+            [VirtualFile(STATS_INODE, STATS_FILE, lambda: encode_snapshot(self.snapshot()))]
+        )
         self._target_problem = target_problem
         self._problems: dict[str, str | None] = {}
         self._recent_references: LRU[Inode, tuple[Reference, str | None]] = LRU(RECENT_REFERENCES)
@@ -178,9 +184,8 @@ class RefFilesystem:
             raise FilesystemError(errno.ENAMETOOLONG)
         inode = self._tree.lookup(parent, name)
         if inode is None:
-            if parent == ROOT_INODE and name == STATS_FILE:
-                return self._attributes(STATS_INODE, False, 0)
-            return None
+            virtual = self._virtual.named(name) if parent == ROOT_INODE else None
+            return None if virtual is None else self._attributes(virtual.inode, False, 0)
         try:
             return await self.getattr(inode)
         except NotFoundError:
@@ -189,8 +194,8 @@ class RefFilesystem:
     async def getattr(self, inode: Inode) -> Attributes:
         """Return a node's attributes."""
         self._require(inode)
-        if inode == STATS_INODE:
-            return self._attributes(STATS_INODE, False, 0)
+        if inode in self._virtual:
+            return self._attributes(inode, False, 0)
         if self._tree.is_dir(inode):
             return self._attributes(inode, True, 0)
         return await self._file_attributes(inode)
@@ -233,8 +238,9 @@ class RefFilesystem:
         self._require(inode)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND):
             raise ReadOnlyError("the filesystem is read-only")
-        if inode == STATS_INODE:
-            return self._open_statistics()
+        virtual = self._virtual.get(inode)
+        if virtual is not None:
+            return self._open_virtual(virtual)
         if self._tree.is_dir(inode):
             raise FilesystemError(errno.EISDIR)
         reference, key = await self._reference_and_key(inode)
@@ -251,24 +257,24 @@ class RefFilesystem:
         )
         return handle
 
-    def _open_statistics(self) -> FileHandle:
-        """Open the statistics file: its contents are the snapshot taken now."""
-        snapshot = Inline(encode_snapshot(self.snapshot()))
+    def _open_virtual(self, virtual: VirtualFile) -> FileHandle:
+        """Open a virtual file: its contents are made now, and kept while it is open."""
         handle = FileHandle(next(self._handles))
-        self._open[handle] = OpenFile(STATS_INODE, STATS_FILE, snapshot)
+        contents = Inline(virtual.contents())
+        self._open[handle] = OpenFile(virtual.inode, virtual.name, contents, virtual=True)
         return handle
 
-    def is_statistics(self, inode: Inode) -> bool:
-        """Return True for the statistics file, whose size (0) says nothing of its contents:
-        it must be read with direct I/O, past its size, and never cached."""
-        return inode == STATS_INODE
+    def is_virtual(self, inode: Inode) -> bool:
+        """Return True for a virtual file (the statistics file), whose size (0) says nothing
+        of its contents: it must be read with direct I/O, past its size, and never cached."""
+        return inode in self._virtual
 
     async def read(self, handle: FileHandle, offset: int, size: int) -> bytes | memoryview:
         """Return ``size`` bytes at ``offset``, fewer only at the end of the file."""
         opened = self._open.get(handle)
         if opened is None:
             raise FilesystemError(errno.EBADF, f"unknown file handle {handle}")
-        if opened.inode == STATS_INODE:
+        if opened.virtual:
             assert isinstance(opened.reference, Inline)
             return opened.reference.data[offset : offset + size]
         if opened.opening is not None:
@@ -289,7 +295,7 @@ class RefFilesystem:
     async def listxattr(self, inode: Inode) -> list[str]:
         """Return the extended attribute names of a node (files only have them)."""
         self._require(inode)
-        if inode == STATS_INODE or self._tree.is_dir(inode):
+        if inode in self._virtual or self._tree.is_dir(inode):
             return []
         return [XATTR_PREFIX + name for name in XATTRS]
 
@@ -384,10 +390,10 @@ class RefFilesystem:
         return Attributes(inode, is_dir, size, mode, owner.uid, owner.gid, self._mtime_ns)
 
     def _require(self, inode: Inode) -> None:
-        if not self._tree.exists(inode) and inode != STATS_INODE:
+        if not self._tree.exists(inode) and inode not in self._virtual:
             raise NotFoundError(f"no inode {inode}")
 
     def _require_dir(self, inode: Inode) -> None:
         self._require(inode)
-        if inode == STATS_INODE or not self._tree.is_dir(inode):
+        if inode in self._virtual or not self._tree.is_dir(inode):
             raise FilesystemError(errno.ENOTDIR)

@@ -319,7 +319,7 @@ async def test_stats_file_is_a_json_snapshot_taken_when_opened(simple: RefFilesy
     assert attributes is not None
     assert not attributes.is_dir
     assert attributes.size == 0  # the contents are made at open: read with direct I/O
-    assert simple.is_statistics(attributes.inode)
+    assert simple.is_virtual(attributes.inode)
     assert await simple.getattr(attributes.inode) == attributes
     handle = await simple.open(attributes.inode, os.O_RDONLY)
     simple.statistics.record("read", 1_000)  # after the open: not in this snapshot
@@ -360,7 +360,7 @@ async def test_a_key_named_like_the_stats_file_wins() -> None:
     assert await read_all(fs, STATS_FILE) == b"data"
     attributes = await fs.lookup(ROOT_INODE, STATS_FILE)
     assert attributes is not None
-    assert not fs.is_statistics(attributes.inode)
+    assert not fs.is_virtual(attributes.inode)
 
 
 async def test_open_files_are_counted_in_the_snapshot(simple: RefFilesystem) -> None:
