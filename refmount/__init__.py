@@ -2,10 +2,8 @@
 
 From Python: ``with refmount.mount("refs.json") as m: ...`` (see ``refmount.api``).
 
-Layers, top to bottom (docs/architecture.md; enforced by import-linter, pyproject.toml):
-api → cli → daemon, check → fuse → decode → read → store, namespace, formats → ops and the
-vocabulary (model, config, errors, urls, names). Only fuse.adapter and daemon import
-pyfuse3; only store imports fsspec; formats never touch targets.
+The package's layers and the rules between them are import-linter's contracts in
+pyproject.toml (the one list of them); docs/architecture.md walks through the modules.
 """
 
 from refmount.api import Mount, mount

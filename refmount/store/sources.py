@@ -19,6 +19,10 @@ class Readable(Protocol):
         """Return up to ``size`` bytes; ``b""`` at the end."""
 
 
+ZMETADATA = ".zmetadata"
+"""The file a Parquet reference set's directory holds (the formats read it; here it only tells
+a directory over HTTP)."""
+
 SOURCE_PIECE = 4 << 20
 """How many bytes of a reference file are read at once when its size is capped."""
 
@@ -34,6 +38,8 @@ class FsspecSource:
         self._url = url
         self._fs, self._path = fsspec.core.url_to_fs(url, **kwargs)
         self._max_size = max_size
+        self._directory: bool | None = None
+        self._http = is_http(url.rsplit("::", 1)[-1])
 
     @property
     def url(self) -> str:
@@ -46,8 +52,23 @@ class FsspecSource:
         return directory_of(self._url.rsplit("::", 1)[-1])
 
     def is_directory(self) -> bool:
-        """Return True for a directory (Parquet) source."""
+        """Return True for a directory (Parquet) source (asked of the store once).
+
+        Over HTTP a URL is a directory when it ends in ``/`` or ``.zmetadata`` lies below
+        it: fsspec's own test GETs the URL and, for an answer typed ``text/html`` or not
+        typed at all, reads the whole body (inflated) to look for links, which no size cap
+        bounds; asking for ``.zmetadata`` reads no body.
+        """
+        if self._directory is None:
+            self._directory = self._find_directory()
+        return self._directory
+
+    def _find_directory(self) -> bool:
         try:
+            if self._http:
+                return self._url.endswith("/") or bool(
+                    self._fs.exists(f"{self._path.rstrip('/')}/{ZMETADATA}")
+                )
             return bool(self._fs.isdir(self._path))
         except (OSError, ValueError):
             return False
@@ -55,7 +76,7 @@ class FsspecSource:
     def names(self, relative: str = "") -> list[str] | None:
         """Return the names in directory ``relative`` below the source (``[]``: no such
         directory); None over HTTP, which has no directory listings to trust."""
-        if is_http(self._url.rsplit("::", 1)[-1]):
+        if self._http:
             return None
         path = f"{self._path.rstrip('/')}/{relative}" if relative else self._path
         try:
@@ -89,7 +110,7 @@ class FsspecSource:
         """Return the source's modification time in seconds, if the store reports one."""
         path = self._path
         if self.is_directory():
-            path = f"{path.rstrip('/')}/.zmetadata"
+            path = f"{path.rstrip('/')}/{ZMETADATA}"
         try:
             info = self._fs.info(path)
         except (OSError, ValueError):

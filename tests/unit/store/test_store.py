@@ -752,3 +752,18 @@ def test_stream_source_stops_reading_past_the_cap() -> None:
 
     with pytest.raises(ReferenceFormatError, match="more than 100 bytes"):
         StreamSource(io.BytesIO(b" " * 101), max_size=100)
+
+
+def test_an_http_source_is_a_directory_by_its_metadata_file_never_by_reading_its_body() -> None:
+    from refmount.store.sources import FsspecSource
+
+    files = {"/set/refs.json": b'{"a": "b"}', "/parq/.zmetadata": b"{}"}
+    with RangeHTTPServer(files) as server:
+        source = FsspecSource(server.url_for("set/refs.json"), max_size=1 << 20)
+        assert not source.is_directory()
+        assert not source.is_directory()  # asked of the server once
+        # fsspec's own test GETs the URL and, typed text/html or untyped, reads it all
+        assert [request.path for request in server.requests] == ["/set/refs.json/.zmetadata"]
+        assert source.read() == b'{"a": "b"}'
+        assert FsspecSource(server.url_for("parq")).is_directory()
+        assert FsspecSource(server.url_for("anything") + "/").is_directory()
