@@ -458,8 +458,8 @@ async def _serve(
     lifeline: int | None = None,
     bound: allocator.ResidentBound | None = None,
 ) -> None:
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)  # prefetches; cancelled with the helpers below
+    # the reader prefetches in a nursery of its own while serving; leaving cancels it
+    async with reader.running(), trio.open_nursery() as nursery:
         if bound is not None:
             nursery.start_soon(_keep_resident_within, bound)
         if prepare is not None:

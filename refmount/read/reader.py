@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import logging
 import random
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -62,7 +63,7 @@ class Reader:
     target can answer at once (``read_now``) skips all of that and the cache. Runs on the
     event loop thread only.
 
-    Prefetch runs in the background only once ``start_background`` gave a nursery: blocks
+    Prefetch runs in the background only inside ``running()``: blocks
     ahead of a sequential read of a large reference, and neighbour spans that the filesystem
     asks for (``prefetch_neighbours``). Prefetched data lands in the cache under the key the
     normal path uses; its requests are single-flight entries too, so a read of data being
@@ -111,9 +112,18 @@ class Reader:
         """Return the byte-budgeted cache (views over the reader keep their data in it too)."""
         return self._cache
 
-    def start_background(self, nursery: trio.Nursery) -> None:
-        """Run prefetches in ``nursery`` from now on (cancelling it stops them)."""
-        self._nursery = nursery
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Prefetch in the background, in a nursery of the reader's own, while the block
+        runs; leaving it cancels what is still in flight. Outside it, reads are served and
+        nothing is fetched ahead."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                yield
+            finally:
+                self._nursery = None
+                nursery.cancel_scope.cancel()
 
     @property
     def can_prefetch(self) -> bool:

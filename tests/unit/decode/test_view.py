@@ -249,15 +249,13 @@ async def test_in_order_reads_get_the_next_chunk_decoded_ahead() -> None:
     first, second = references.get("x/0.0"), references.get("x/1.0")
     assert first is not None
     assert second is not None
-    async with trio.open_nursery() as nursery:
-        inner.start_background(nursery)
+    async with inner.running():
         await reader.read("x/0.0", first, 0, 24)
         await trio.testing.wait_all_tasks_blocked()  # the next chunk fetched, being decoded
         assert len(target.ranges) == 2
         data = bytes(await reader.read("x/1.0", second, 0, 48))
         assert len(target.ranges) == 2  # served by the decode started ahead
         np.testing.assert_array_equal(np.frombuffer(data, "<f4"), VALUES[2:].ravel())
-        nursery.cancel_scope.cancel()
 
 
 async def test_out_of_order_reads_decode_nothing_ahead() -> None:
@@ -269,12 +267,10 @@ async def test_out_of_order_reads_decode_nothing_ahead() -> None:
     reader = DecodingReader(inner, decisions, lookahead=view.chunk_now)
     second = references.get("x/1.0")
     assert second is not None
-    async with trio.open_nursery() as nursery:
-        inner.start_background(nursery)
+    async with inner.running():
         await reader.read("x/1.0", second, 0, 24)
         await trio.testing.wait_all_tasks_blocked()
         assert len(target.ranges) == 1
-        nursery.cancel_scope.cancel()
 
 
 def test_chunk_now_finds_explicit_and_loaded_grid_chunks() -> None:

@@ -500,8 +500,7 @@ async def test_without_a_nursery_each_chunk_is_one_request() -> None:
 
 async def test_in_order_chunks_of_one_object_are_fetched_together() -> None:
     fs, target, reader = chunked_fs()
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in range(CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
         # x/0 alone (nothing says "in order" yet); from x/1 on, 4 chunks (the limit) per
@@ -513,7 +512,6 @@ async def test_in_order_chunks_of_one_object_are_fetched_together() -> None:
             assert await read_chunk(fs, number) == expected(number)
         assert spans(target)[4:] == spans(target)[:4]
         assert reader.statistics().prefetches == 6
-        nursery.cancel_scope.cancel()
 
 
 async def test_an_in_order_reader_asks_the_reader_once_per_run_not_once_per_file(
@@ -528,14 +526,12 @@ async def test_an_in_order_reader_asks_the_reader_once_per_run_not_once_per_file
         return prefetch_neighbours(key, url, spans, scale)
 
     monkeypatch.setattr(reader, "prefetch_neighbours", spy)
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in range(CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
         assert spans(target) == [(0, 1000), (1000, 5000), (5000, 9000), (9000, 12000)]
         # x/2 and x/3 have x/3 and x/4 ahead: half the limit, nothing to ask; x/4 asks
         assert asked_at == [1, 4, 8, 11]
-        nursery.cancel_scope.cancel()
 
 
 async def test_chunks_of_a_grid_are_indexed_in_bulk_and_fetched_together() -> None:
@@ -549,35 +545,30 @@ async def test_chunks_of_a_grid_are_indexed_in_bulk_and_fetched_together() -> No
     config = ReadConfig(neighbour_bytes=4 * CHUNK, neighbour_gap=100, neighbour_growth=1)
     reader = Reader(target, config, RetryConfig(retries=0))
     fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in range(CHUNKS):
             handle = await fs.open(await path_inode(fs, f"g/{number}"), os.O_RDONLY)
             assert await fs.read(handle, 0, CHUNK) == expected(number)
             fs.release(handle)
             await trio.testing.wait_all_tasks_blocked()
         assert spans(target) == [(0, 1000), (1000, 5000), (5000, 9000), (9000, 12000)]
-        nursery.cancel_scope.cancel()
     # one chunk() per file opened: the index took the grid's ranges in one call
     assert sorted(refs.chunk_calls) == [(0, i) for i in range(CHUNKS)]
 
 
 async def test_small_chunks_in_order_are_fetched_in_runs_of_the_count_limit() -> None:
     fs, target, reader = chunked_fs(neighbour_bytes=100 * CHUNK, neighbour_count=4)
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in range(CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
         # the next run is asked for once fewer than half of the count are ahead: never a
         # request per chunk once reading is in order
         assert spans(target) == [(0, 1000), (1000, 5000), (5000, 9000), (9000, 12000)]
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_run_goes_out_as_parallel_parts() -> None:
     fs, target, reader = chunked_fs(neighbour_part_bytes=2 * CHUNK)
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         assert await read_chunk(fs, 0) == expected(0)
         target.gate = gate = trio.Event()
         handle = await fs.open(await path_inode(fs, "x/1"), os.O_RDONLY)
@@ -595,7 +586,6 @@ async def test_a_run_goes_out_as_parallel_parts() -> None:
             (11000, 12000),
         ]
         assert reader.statistics().prefetches == 6
-        nursery.cancel_scope.cancel()
 
 
 async def test_the_window_doubles_while_reading_in_order_and_starts_small_after_a_jump() -> None:
@@ -608,14 +598,12 @@ async def test_the_window_doubles_while_reading_in_order_and_starts_small_after_
     )
     reader = Reader(target, config, RetryConfig(retries=0))
     fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in [*range(25), 60, 61]:
             handle = await fs.open(await path_inode(fs, f"y/{number}"), os.O_RDONLY)
             assert await fs.read(handle, 0, 4096) == OBJECT[number * step : (number + 1) * step]
             fs.release(handle)
             await trio.testing.wait_all_tasks_blocked()
-        nursery.cancel_scope.cancel()
     assert sorted(spans(target)) == [
         (0, 100),  # y/0 alone
         (100, 300),  # from y/1: 4 spans in parts of 2
@@ -646,8 +634,7 @@ async def test_larger_directories_are_indexed_in_a_thread_up_to_a_limit(
     monkeypatch.setattr(neighbours, "INLINE_INDEX_LIMIT", inline)
     monkeypatch.setattr(neighbours, "SIBLING_INDEX_LIMIT", most)
     fs, target, reader = chunked_fs()
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in range(CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
             if number == 1 and requests < CHUNKS:
@@ -655,25 +642,21 @@ async def test_larger_directories_are_indexed_in_a_thread_up_to_a_limit(
                     while reader.statistics().prefetches == 0:  # noqa: ASYNC110 - a thread, no event
                         await trio.sleep(0.01)
         assert len(target.ranges) == requests
-        nursery.cancel_scope.cancel()
 
 
 async def test_random_order_prefetches_nothing() -> None:
     fs, target, reader = chunked_fs()
     order = [5, 2, 9, 0, 7, 3, 11, 1, 6, 10, 4, 8]
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in order:
             assert await read_chunk(fs, number) == expected(number)
-        nursery.cancel_scope.cancel()
     assert spans(target) == [(i * CHUNK, (i + 1) * CHUNK) for i in order]
     assert reader.statistics().prefetches == 0
 
 
 async def test_a_read_of_a_chunk_being_prefetched_waits_for_it() -> None:
     fs, target, reader = chunked_fs()
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running(), trio.open_nursery() as nursery:
         assert await read_chunk(fs, 0) == expected(0)
         target.gate = gate = trio.Event()
         handle = await fs.open(await path_inode(fs, "x/1"), os.O_RDONLY)  # starts x/1..x/4
@@ -700,8 +683,7 @@ async def test_a_read_of_a_chunk_being_prefetched_waits_for_it() -> None:
 
 async def test_opens_the_kernel_answers_from_its_page_cache_prefetch_nothing() -> None:
     fs, target, reader = chunked_fs()
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in range(CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
         requests = len(target.ranges)
@@ -711,7 +693,6 @@ async def test_opens_the_kernel_answers_from_its_page_cache_prefetch_nothing() -
             fs.release(handle)
             await trio.testing.wait_all_tasks_blocked()
         assert len(target.ranges) == requests
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_chunk_already_being_fetched_is_not_fetched_again() -> None:
@@ -722,8 +703,7 @@ async def test_a_chunk_already_being_fetched_is_not_fetched_again() -> None:
         assert await fs.read(handle, 0, 300) == expected(0)[:300]
         fs.release(handle)
 
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running(), trio.open_nursery() as nursery:
         await read_start_of_zero()
         target.gate = gate = trio.Event()
         result: list[bytes] = []
@@ -757,56 +737,47 @@ async def test_the_budget_shrinks_and_stops_coalescing(
     cache_size: int, requests: list[tuple[int, int]]
 ) -> None:
     fs, target, reader = chunked_fs(cache_size=cache_size)
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         assert await read_chunk(fs, 0) == expected(0)
         assert await read_chunk(fs, 1) == expected(1)
-        nursery.cancel_scope.cancel()
     assert spans(target) == requests
 
 
 async def test_a_failed_coalesced_request_falls_back_to_single_ones() -> None:
     fs, target, reader = chunked_fs()
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         assert await read_chunk(fs, 0) == expected(0)
         target.flaky["mem://o"] = 1  # the coalesced request fails (no retries here)
         assert await read_chunk(fs, 1) == expected(1)
         assert spans(target) == [(0, 1000), (1000, 5000), (1000, 2000)]
         assert reader.statistics().errors == 1  # counted, but no read saw it
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_short_coalesced_body_never_gives_wrong_bytes() -> None:
     target = MemoryTarget(objects={"mem://o": OBJECT}, truncate={"mem://o": 2500})
     fs, target, reader = chunked_fs(target)
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         assert await read_chunk(fs, 0) == expected(0)
         assert await read_chunk(fs, 1) == expected(1)  # its own request, after the short one
         assert spans(target)[:3] == [(0, 1000), (1000, 5000), (1000, 2000)]
         with pytest.raises(TargetError):  # short: an error, as without prefetch
             await read_chunk(fs, 2)
-        nursery.cancel_scope.cancel()
 
 
 async def test_files_opened_together_before_any_read_prefetch_nothing() -> None:
     fs, target, reader = chunked_fs()
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         handles = [
             await fs.open(await path_inode(fs, f"x/{i}"), os.O_RDONLY) for i in range(4)
         ]  # like parallel readers: each open comes before the previous file was read
         for number, handle in enumerate(handles):
             assert await fs.read(handle, 0, CHUNK) == expected(number)
-        nursery.cancel_scope.cancel()
     assert spans(target) == [(i * CHUNK, (i + 1) * CHUNK) for i in range(4)]
 
 
 async def test_a_read_still_in_flight_counts_for_the_next_open() -> None:
     fs, target, reader = chunked_fs()
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running(), trio.open_nursery() as nursery:
         target.gate = gate = trio.Event()
         results: dict[int, bytes] = {}
 
@@ -831,11 +802,9 @@ async def test_local_files_are_not_coalesced(tmp_path: Path) -> None:
     tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
     reader = Reader(target, ReadConfig(), RetryConfig(retries=0))
     fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in range(4):
             assert await read_chunk(fs, number) == expected(number)
-        nursery.cancel_scope.cancel()
     assert spans(target) == [(i * CHUNK, (i + 1) * CHUNK) for i in range(4)]
 
 

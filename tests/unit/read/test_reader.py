@@ -483,13 +483,11 @@ def big_reader(**config: int) -> tuple[Reader, MemoryTarget]:
 
 async def test_the_block_window_grows_on_sequential_reads_and_resets_on_a_jump() -> None:
     reader, target = big_reader(prefetch_blocks=8)
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         seen: list[list[int]] = []
         for number in (0, 1, 2, 3, 4, 5, 20, 21, 22):
             await read_block(reader, number)
             seen.append(blocks_requested(target))
-        nursery.cancel_scope.cancel()
     assert seen[0] == [0, 1]  # window 1
     assert seen[1] == [0, 1, 2, 3]  # 2
     assert seen[2] == list(range(7))  # 4: blocks 3 to 6
@@ -504,47 +502,38 @@ async def test_the_block_window_grows_on_sequential_reads_and_resets_on_a_jump()
 
 async def test_random_block_reads_prefetch_nothing() -> None:
     reader, target = big_reader()
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in (7, 2, 30, 12, 25):
             await read_block(reader, number)
-        nursery.cancel_scope.cancel()
     assert blocks_requested(target) == [2, 7, 12, 25, 30]
 
 
 async def test_block_prefetch_keeps_to_half_the_budget() -> None:
     reader, target = big_reader(cache_size=3 * 1024)
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in range(4):
             await read_block(reader, number)
-        nursery.cancel_scope.cancel()
     assert blocks_requested(target) == [0, 1, 2, 3, 4]  # one block ahead at most
     reader, target = big_reader(cache_size=1024)
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         for number in range(4):
             await read_block(reader, number)
-        nursery.cancel_scope.cancel()
     assert blocks_requested(target) == [0, 1, 2, 3]  # no room: no prefetch
 
 
 async def test_a_failed_block_prefetch_never_reaches_the_read() -> None:
     reader, target = big_reader()
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         await reader.read("big", Range("mem://big", 0, len(BIG)), 0, 1024)
         target.flaky["mem://big"] = 1  # the prefetch of block 1 fails
         await trio.testing.wait_all_tasks_blocked()
         await read_block(reader, 1)  # fetched again, by the read itself
-        nursery.cancel_scope.cancel()
     assert [start // 1024 for _, start, _ in target.ranges][:3] == [0, 1, 1]
 
 
 async def test_a_block_read_waits_for_its_prefetch_in_flight() -> None:
     reader, target = big_reader()
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running(), trio.open_nursery() as nursery:
         await reader.read("big", Range("mem://big", 0, len(BIG)), 0, 1024)  # block 1 queued
         target.gate = gate = trio.Event()
         nursery.start_soon(functools.partial(read_block, reader, 1, settle=False))
@@ -561,9 +550,8 @@ async def test_neighbour_prefetch_says_where_asking_again_can_do_anything(
 ) -> None:
     reader = reader_for(target, neighbour_bytes=1000, neighbour_count=4)
     spans = [(start, start + 100) for start in range(0, 1000, 100)]
-    async with trio.open_nursery() as nursery:
-        assert reader.prefetch_neighbours("d", "mem://obj", spans).resume_at == 0  # no nursery
-        reader.start_background(nursery)
+    assert reader.prefetch_neighbours("d", "mem://obj", spans).resume_at == 0  # not running
+    async with reader.running():
         first = reader.prefetch_neighbours("d", "mem://obj", spans)
         # four spans (the count) requested; from the fourth on, fewer than two are ahead
         assert (first.requested, first.resume_at) == (400, 300)
@@ -573,7 +561,6 @@ async def test_neighbour_prefetch_says_where_asking_again_can_do_anything(
         await trio.testing.wait_all_tasks_blocked()
         again = reader.prefetch_neighbours("d", "mem://obj", spans[3:])
         assert again == NeighbourPrefetch(400, 700, 1)  # the next run, then quiet until 700
-        nursery.cancel_scope.cancel()
     assert target.ranges == [("mem://obj", 0, 400), ("mem://obj", 400, 800)]
 
 
@@ -582,14 +569,12 @@ async def test_a_neighbour_window_grows_by_its_scale_only_with_something_ahead(
 ) -> None:
     reader = reader_for(target, neighbour_bytes=400, neighbour_part_bytes=200)
     spans = [(start, start + 100) for start in range(0, 2000, 100)]
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         first = reader.prefetch_neighbours("d", "mem://obj", spans, 4)
         assert (first.requested, first.scale) == (400, 1)  # nothing ahead: the first window
         await trio.testing.wait_all_tasks_blocked()
         grown = reader.prefetch_neighbours("d", "mem://obj", spans[3:], 4)
         assert (grown.requested, grown.scale) == (1600, 4)  # one span ahead: four times
-        nursery.cancel_scope.cancel()
     # the parts grow with the window
     assert sorted(target.ranges) == [
         ("mem://obj", 0, 200),
@@ -604,9 +589,8 @@ async def test_neighbour_spans_are_claimed_at_once_and_settled_from_one_request(
 ) -> None:
     reader = reader_for(target, neighbour_bytes=4096)
     spans = [(0, 1000), (1000, 2000), (2050, 3000), (3000, 3500), (3500, 5000)]
-    async with trio.open_nursery() as nursery:
-        assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 0  # no nursery
-        reader.start_background(nursery)
+    assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 0  # not running
+    async with reader.running():
         assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 3500  # 5000: far
         await trio.testing.wait_all_tasks_blocked()
         assert target.ranges == [("mem://obj", 0, 3500)]
@@ -615,14 +599,12 @@ async def test_neighbour_spans_are_claimed_at_once_and_settled_from_one_request(
             assert await reader.read("k", ref, 0, 4096) == DATA[start:end]
         assert await reader.read("k", Range("mem://obj", 3500, 1500), 0, 4096) == DATA[3500:5000]
         assert target.ranges[1:] == [("mem://obj", 3500, 5000)]
-        nursery.cancel_scope.cancel()
 
 
 async def test_entries_of_one_coalesced_request_share_its_memory(target: MemoryTarget) -> None:
     reader = reader_for(target, neighbour_bytes=4096)
     spans = [(0, 1000), (1000, 2000), (2050, 3000)]
-    async with trio.open_nursery() as nursery:
-        reader.start_background(nursery)
+    async with reader.running():
         assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 3000
         await trio.testing.wait_all_tasks_blocked()
         assert reader.statistics().bytes_cached == 3000  # one answer, the gap included
@@ -632,4 +614,3 @@ async def test_entries_of_one_coalesced_request_share_its_memory(target: MemoryT
         assert await reader.read("k", Range("mem://obj", 2050, 950), 0, 4096) == DATA[2050:3000]
         assert reader.statistics().bytes_cached == 0
         assert target.ranges == [("mem://obj", 0, 3000)]
-        nursery.cancel_scope.cancel()
