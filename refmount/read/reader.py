@@ -15,9 +15,6 @@ import trio
 from refmount.config import ReadConfig, RetryConfig
 from refmount.errors import (
     RecentFailureError,
-    RemoteAccessError,
-    RemoteChangedError,
-    RemoteError,
     ShortReadError,
     TargetError,
     TargetReadError,
@@ -26,8 +23,9 @@ from refmount.flight import Flight, SingleFlight
 from refmount.lru import LRU
 from refmount.model import Inline, Range, Reference, Whole, reference_length
 from refmount.read.cache import ByteCache, Data
-from refmount.read.failures import FAILED_RANGE_SECONDS, FAILED_RANGES, RecentFailures, target_error
+from refmount.read.failures import FAILED_RANGE_SECONDS, FAILED_RANGES, RecentFailures
 from refmount.read.path import NeighbourPrefetch, ReaderStatistics, Target
+from refmount.read.retry import Retrier
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +81,7 @@ class Reader:
         self._target = target
         self._failures = RecentFailures(FAILED_RANGE_SECONDS, FAILED_RANGES, clock)
         self._config = config
-        self._retry = retry or RetryConfig()
-        self._jitter = jitter
+        self._retrier = Retrier(retry or RetryConfig(), jitter)
         self._cache = ByteCache(config.cache_size)
         self._fetches: SingleFlight[Data] = SingleFlight()
         self._partly_served: LRU[Hashable, int] = LRU(PARTLY_SERVED)
@@ -95,7 +92,6 @@ class Reader:
         self._bytes_served = 0
         self._fetch_count = 0
         self._bytes_fetched = 0
-        self._retries = 0
         self._errors = 0
         self._prefetches = 0
         self._bytes_prefetched = 0
@@ -163,7 +159,9 @@ class Reader:
         url = reference.url
 
         async def ask() -> int:
-            size = await self._attempts(key, url, lambda: self._target.size(url), "cannot get size")
+            size = await self._retrier.run(
+                key, url, lambda: self._target.size(url), "cannot get size"
+            )
             self._known_sizes[url] = size
             return size
 
@@ -452,7 +450,7 @@ class Reader:
                 self._errors += 1
                 raise RecentFailureError(key, failed)
         try:
-            return await self._attempts(
+            return await self._retrier.run(
                 key, url, lambda: self._checked_range(key, url, start, end), what
             )
         except TargetError as error:
@@ -477,45 +475,6 @@ class Reader:
             raise ShortReadError(key, url, expected, len(data))
         return data
 
-    async def _attempts(
-        self, key: str, url: str, request: Callable[[], Awaitable[T]], what: str
-    ) -> T:
-        """Run ``request`` with the per-request timeout, retrying retryable failures.
-
-        Retryable: ``RemoteError``s the store marks so, timeouts and short bodies; a target
-        that changed since it was pinned, or that this mount may not read, never is. After
-        the last attempt the error names the key, the URL, the last problem and the attempts.
-        """
-        policy = self._retry
-        attempt = 0
-        while True:
-            try:
-                with trio.fail_after(policy.timeout):
-                    return await request()
-            except trio.TooSlowError:
-                error: TargetError = TargetReadError(
-                    key, url, f"{what}: no answer within {policy.timeout:g} s"
-                )
-                retryable = True
-            except ShortReadError as short:
-                error, retryable = short, True
-            except TargetError as other:
-                error, retryable = other, False
-            except RemoteError as remote:
-                error = target_error(key, url, what, remote)
-                error.__cause__ = remote
-                retryable = remote.retryable and not isinstance(
-                    remote, RemoteAccessError | RemoteChangedError
-                )
-            if not retryable or attempt >= policy.retries:
-                self._errors += 1
-                raise error.after_attempts(attempt + 1)
-            self._retries += 1
-            delay = self._jitter(policy.backoff_limit(attempt))
-            log.debug("retrying %s for key %r in %.2f s: %s", url, key, delay, error)
-            attempt += 1
-            await trio.sleep(delay)
-
     def statistics(self) -> ReaderStatistics:
         """Return the read path's counters."""
         return ReaderStatistics(
@@ -524,8 +483,8 @@ class Reader:
             self._fetch_count,
             self._bytes_fetched,
             self._cache.statistics().hits,
-            self._retries,
-            self._errors,
+            self._retrier.retries,
+            self._errors + self._retrier.failures,
             self._prefetches,
             self._bytes_prefetched,
             self._cache.size,
