@@ -41,6 +41,7 @@ class ByteCache:
         self._shared: dict[int, list[int]] = {}
         """``id`` of a buffer that views are cached of → [views cached, its length]."""
         self._bytes = 0
+        self._in_flight = 0
         self._hits = 0
         self._misses = 0
         self._evictions = 0
@@ -54,6 +55,21 @@ class ByteCache:
     def size(self) -> int:
         """Return how many bytes the cached values keep in memory now."""
         return self._bytes
+
+    @property
+    def in_flight(self) -> int:
+        """Return the bytes reserved for data being fetched, not yet in the cache."""
+        return self._in_flight
+
+    def reserve(self, length: int) -> None:
+        """Reserve ``length`` bytes for data being fetched, evicting to make room for them:
+        cached plus reserved bytes stay within the budget."""
+        self._in_flight += length
+        self.shrink(self._in_flight)
+
+    def release(self, length: int) -> None:
+        """Give back a reservation (the data arrived, or its fetch ended without it)."""
+        self._in_flight -= length
 
     def __contains__(self, key: object) -> bool:
         """Return True if ``key`` is cached, without counting a hit or a miss."""

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TypeVar
 
 import trio
@@ -19,23 +18,18 @@ from refmount.errors import (
     TargetError,
     TargetReadError,
 )
-from refmount.flight import Flight, SingleFlight
+from refmount.flight import SingleFlight
 from refmount.lru import LRU
 from refmount.model import Inline, Range, Reference, Whole, reference_length
 from refmount.read.cache import ByteCache, Data
 from refmount.read.failures import FAILED_RANGE_SECONDS, FAILED_RANGES, RecentFailures
 from refmount.read.path import NeighbourPrefetch, ReaderStatistics, Target
+from refmount.read.prefetch import Prefetcher
 from refmount.read.retry import Retrier
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-STREAMS = 256
-"""How many large references the block prefetcher follows at once (least recently read go)."""
-
-SEEK_BACK = 1024 * 1024
-"""How far before the end of the last read a read may start and still count as sequential."""
 
 FIRST_BYTES_READ = 64 * 1024
 """A read of at most this many bytes at the start of a cold entry is fetched on its own..."""
@@ -87,16 +81,18 @@ class Reader:
         self._partly_served: LRU[Hashable, int] = LRU(PARTLY_SERVED)
         self._sizes: SingleFlight[int] = SingleFlight()
         self._known_sizes: dict[str, int] = {}
-        self._in_flight_bytes = 0
         self._reads = 0
         self._bytes_served = 0
         self._fetch_count = 0
         self._bytes_fetched = 0
         self._errors = 0
-        self._prefetches = 0
-        self._bytes_prefetched = 0
-        self._nursery: trio.Nursery | None = None
-        self._streams: LRU[str, _Stream] = LRU(STREAMS)
+        self._prefetch = Prefetcher(
+            config,
+            self._cache,
+            self._fetches,
+            functools.partial(self._fetch, background=True),
+            functools.partial(self._request, what="prefetch failed", remember=False),
+        )
 
     @property
     def config(self) -> ReadConfig:
@@ -108,40 +104,24 @@ class Reader:
         """Return the byte-budgeted cache (views over the reader keep their data in it too)."""
         return self._cache
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """Prefetch in the background, in a nursery of the reader's own, while the block
-        runs; leaving it cancels what is still in flight. Outside it, reads are served and
-        nothing is fetched ahead."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            try:
-                yield
-            finally:
-                self._nursery = None
-                nursery.cancel_scope.cancel()
+    def running(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Prefetch in the background while the block runs (``Prefetcher.running``)."""
+        return self._prefetch.running()
 
     @property
     def can_prefetch(self) -> bool:
         """Return True when background work can be started."""
-        return self._nursery is not None
+        return self._prefetch.can_prefetch
 
     def spawn(self, job: Callable[[], Awaitable[object]], what: str) -> bool:
         """Run ``job`` in the background; its failures are logged at debug level only."""
-        if self._nursery is None:
-            return False
-        self._nursery.start_soon(self._quietly, job, what)
-        return True
+        return self._prefetch.spawn(job, what)
 
-    async def _quietly(self, job: Callable[[], Awaitable[object]], what: str) -> None:
-        try:
-            await job()
-        except Exception as error:  # noqa: BLE001 - best effort: a prefetch never surfaces
-            log.debug("prefetch of %s failed: %s", what, error)
-
-    def _prefetch_room(self) -> int:
-        """Return how many more bytes prefetch may have in flight: half the budget at most."""
-        return self._cache.budget // 2 - self._in_flight_bytes
+    def prefetch_neighbours(
+        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
+    ) -> NeighbourPrefetch:
+        """Fetch the next run of neighbour spans ahead (``Prefetcher.prefetch_neighbours``)."""
+        return self._prefetch.prefetch_neighbours(key, url, spans, scale)
 
     def known_size(self, reference: Reference) -> int | None:
         """Return the reference's size if it is known without asking the target."""
@@ -204,7 +184,7 @@ class Reader:
             self._served(cache_key, end - offset)
         else:
             data = await self._read_blocks(key, reference.url, base, total, offset, end)
-            self._follow(key, reference.url, base, total, offset, end)
+            self._prefetch.follow(key, reference.url, base, total, offset, end)
         self._bytes_served += len(data)
         return data
 
@@ -224,153 +204,6 @@ class Reader:
             and cache_key not in self._cache
             and not self._fetches.busy(cache_key)
         )
-
-    def _follow(self, key: str, url: str, base: int, total: int, offset: int, end: int) -> None:
-        """Track a large reference's reads; start fetching blocks ahead of sequential ones.
-
-        Sequential: the first read starts at 0, or a read starts between ``SEEK_BACK`` before
-        and one block after the end of the previous one. Each sequential read that enters a
-        new block sets the window to 1 block, then doubles it up to ``prefetch_blocks``, and
-        fetches the blocks after it up to the window in parallel; any other read resets it.
-        """
-        cap = self._config.prefetch_blocks
-        if cap <= 0 or self._nursery is None:
-            return
-        block = self._config.block_size
-        last = (end - 1) // block
-        stream = self._streams.pop(key) or _Stream(0, -1, 0)
-        self._streams.put(key, stream)
-        expected = stream.next
-        sequential = (stream.block < 0 and offset == 0) or (
-            stream.block >= 0 and expected - SEEK_BACK <= offset <= expected + block
-        )
-        if not sequential:
-            stream.window, stream.next, stream.block = 0, end, last
-            return
-        stream.next = max(stream.next, end)
-        if last <= stream.block:
-            return
-        stream.block = last
-        stream.window = 1 if stream.window == 0 else min(stream.window * 2, cap)
-        for number in range(last + 1, min(last + stream.window, (total - 1) // block) + 1):
-            start = base + number * block
-            stop = base + min((number + 1) * block, total)
-            cache_key = (url, start, stop)
-            if cache_key in self._cache or self._fetches.busy(cache_key):
-                continue
-            if stop - start > self._prefetch_room():
-                break
-            self._in_flight_bytes += stop - start  # reserved until the task takes over
-            self.spawn(
-                functools.partial(self._prefetch_block, key, url, start, stop),
-                f"{url} [{start}, {stop})",
-            )
-
-    async def _prefetch_block(self, key: str, url: str, start: int, stop: int) -> None:
-        self._in_flight_bytes -= stop - start  # _fetch counts it again from here on
-        self._prefetches += 1
-        self._bytes_prefetched += stop - start
-        await self._fetch(key, url, start, stop, background=True)
-
-    def prefetch_neighbours(
-        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
-    ) -> NeighbourPrefetch:
-        """Fetch the first spans of ``url`` that are neither cached nor in flight, together.
-
-        ``spans`` are ``(start, end)`` of references of up to ``whole_fetch_limit`` in one
-        object, in order, each starting after the previous one ends (``key`` names them in
-        logs). Spans already cached or in flight at the front count as fetched ahead. The
-        window is ``scale`` times ``neighbour_bytes``, ``neighbour_count`` and
-        ``neighbour_part_bytes`` when something is ahead, and once those values when nothing
-        is (the reader left what was fetched for it: start small again). When what is ahead
-        amounts to half the window, in bytes or in references, nothing is done (so the
-        requests stay large: a reader in order sends one per half window, not one per file).
-        Otherwise the next run of missing spans, up to the window (less when the budget is
-        short: prefetch keeps in-flight data under half of it), is claimed in the
-        single-flight table at once (no ``await``) and fetched in the background: one range
-        request per part, all at once, so the first files of the run arrive sooner.
-
-        The answer says how many bytes were requested, from which span's start on a call
-        can do anything again (before it, at least half the window stays ahead, as long as
-        what is ahead stays cached, so the caller need not walk the spans each time) and the
-        scale used.
-        """
-        config = self._config
-        if self._nursery is None or config.neighbour_bytes <= 0:
-            return NeighbourPrefetch(0, 0, 1)
-        ahead = ahead_count = 0
-        for start, end in spans:
-            cache_key = (url, start, end)
-            if cache_key not in self._cache and not self._fetches.busy(cache_key):
-                break
-            ahead += end - start
-            ahead_count += 1
-        scale = max(1, scale) if ahead else 1
-        limit = min(config.neighbour_bytes * scale, self._prefetch_room())
-        count = config.neighbour_count * scale
-        covered = spans[:ahead_count]
-        if ahead * 2 >= limit or ahead_count * 2 >= count:
-            return NeighbourPrefetch(0, _resume_at(covered, count, limit), scale)
-        run: list[tuple[int, int]] = []
-        for start, end in spans[ahead_count:]:
-            cache_key = (url, start, end)
-            if cache_key in self._cache or self._fetches.busy(cache_key):
-                break
-            if end - (run[0][0] if run else start) > limit or len(run) >= count:
-                break
-            run.append((start, end))
-        if not run:
-            return NeighbourPrefetch(0, _resume_at(covered, count, limit), scale)
-        if ahead == 0 and len(run) == 1:
-            return NeighbourPrefetch(0, 0, 1)  # the read being served asks for that one anyway
-        requested = 0
-        for part in _parts(run, config.neighbour_part_bytes * scale):
-            claimed: list[tuple[tuple[str, int, int], Flight[Data]]] = []
-            for start, end in part:
-                flight = self._fetches.claim((url, start, end))
-                assert flight is not None  # checked above, with no await in between
-                claimed.append(((url, start, end), flight))
-            first, last = part[0][0], part[-1][1]
-            self._in_flight_bytes += last - first
-            self._cache.shrink(self._in_flight_bytes)
-            self._prefetches += 1
-            self._bytes_prefetched += last - first
-            requested += last - first
-            try:
-                job = functools.partial(self._coalesced, key, url, claimed)
-                self.spawn(job, f"{url} [{first}, {last})")
-            except BaseException:
-                self._release(claimed, last - first)
-                raise
-        return NeighbourPrefetch(
-            requested, _resume_at(spans[: ahead_count + len(run)], count, limit), scale
-        )
-
-    async def _coalesced(
-        self, key: str, url: str, claimed: list[tuple[tuple[str, int, int], Flight[Data]]]
-    ) -> None:
-        """Fetch the claimed spans in one request and settle each; abandon them on failure."""
-        first, last = claimed[0][0][1], claimed[-1][0][2]
-        try:
-            try:
-                data = await self._request(key, url, first, last, "prefetch failed", remember=False)
-            finally:
-                self._in_flight_bytes -= last - first
-            whole = memoryview(data)  # the entries share the answer's memory: no copies
-            for cache_key, flight in claimed:
-                _, start, end = cache_key
-                value = whole[start - first : end - first]
-                self._cache.put(cache_key, value, reserve=self._in_flight_bytes)
-                self._fetches.settle(cache_key, flight, value)
-        finally:
-            self._release(claimed, 0)  # abandons whatever was not settled
-
-    def _release(
-        self, claimed: list[tuple[tuple[str, int, int], Flight[Data]]], in_flight: int
-    ) -> None:
-        self._in_flight_bytes -= in_flight
-        for cache_key, flight in claimed:
-            self._fetches.abandon(cache_key, flight)
 
     async def _read_blocks(
         self, key: str, url: str, base: int, total: int, offset: int, end: int
@@ -417,13 +250,12 @@ class Reader:
 
         async def fetch() -> Data:
             length = end - start
-            self._in_flight_bytes += length
-            self._cache.shrink(self._in_flight_bytes)
+            self._cache.reserve(length)
             try:
                 data = await self._request(key, url, start, end, remember=not background)
             finally:
-                self._in_flight_bytes -= length
-            self._cache.put(cache_key, data, reserve=self._in_flight_bytes)
+                self._cache.release(length)
+            self._cache.put(cache_key, data, reserve=self._cache.in_flight)
             return data
 
         return await self._fetches.run(cache_key, fetch, share_errors=not background)
@@ -485,39 +317,7 @@ class Reader:
             self._cache.statistics().hits,
             self._retrier.retries,
             self._errors + self._retrier.failures,
-            self._prefetches,
-            self._bytes_prefetched,
+            self._prefetch.prefetches,
+            self._prefetch.bytes_prefetched,
             self._cache.size,
         )
-
-
-def _resume_at(covered: Sequence[tuple[int, int]], count: int, limit: int) -> int:
-    """Return the start of the first of ``covered`` (spans cached or in flight, in order) at
-    which fewer than half of ``count`` spans and of ``limit`` bytes are left from it on."""
-    remaining, remaining_bytes = len(covered), sum(end - start for start, end in covered)
-    for start, end in covered:
-        if remaining * 2 < count and remaining_bytes * 2 < limit:
-            return start
-        remaining -= 1
-        remaining_bytes -= end - start
-    return covered[-1][1] if covered else 0
-
-
-def _parts(run: list[tuple[int, int]], size: int) -> list[list[tuple[int, int]]]:
-    """Split a run of spans into consecutive parts of at most ``size`` bytes (one span at least)."""
-    parts: list[list[tuple[int, int]]] = [[run[0]]]
-    for span in run[1:]:
-        if span[1] - parts[-1][0][0] > size:
-            parts.append([span])
-        else:
-            parts[-1].append(span)
-    return parts
-
-
-@dataclass(slots=True)
-class _Stream:
-    """Where the last read of a large reference ended, its block and the prefetch window."""
-
-    next: int
-    block: int
-    window: int

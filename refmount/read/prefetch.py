@@ -1,0 +1,279 @@
+"""Fetching ahead of reads, in the background: blocks after sequential reads of a large
+reference, and runs of neighbour spans the filesystem asks for (``fuse.neighbours``).
+
+Prefetched data lands in the reader's cache under the key reads use; its requests are
+entries of the reader's single-flight table too, so a read of data being prefetched waits
+for it. In-flight prefetches stay under half the byte budget. A prefetch failure is logged
+at debug level and never reaches a read: the waiting read makes its own request. Nothing is
+fetched ahead outside ``running()``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import trio
+
+from refmount.config import ReadConfig
+from refmount.flight import Flight, SingleFlight
+from refmount.lru import LRU
+from refmount.read.cache import ByteCache, Data
+from refmount.read.path import NeighbourPrefetch
+
+log = logging.getLogger(__name__)
+
+STREAMS = 256
+"""How many large references the block prefetcher follows at once (least recently read go)."""
+
+SEEK_BACK = 1024 * 1024
+"""How far before the end of the last read a read may start and still count as sequential."""
+
+Fetch = Callable[[str, str, int, int], Awaitable[Data]]
+"""``fetch(key, url, start, end)``: a range through the cache and the single-flight table."""
+
+
+class Prefetcher:
+    """Starts background fetches for one reader: owns the nursery they run in, the streams
+    of block reads it follows, and its counters.
+
+    ``fetch`` reads a range as the reader does (cache, single-flight, retries, failures not
+    handed to waiters); ``request`` fetches one range with retries and nothing else (the
+    claimed spans of a neighbour run are settled here).
+    """
+
+    def __init__(
+        self,
+        config: ReadConfig,
+        cache: ByteCache,
+        flights: SingleFlight[Data],
+        fetch: Fetch,
+        request: Fetch,
+    ) -> None:
+        self._config = config
+        self._cache = cache
+        self._flights = flights
+        self._fetch = fetch
+        self._request = request
+        self._nursery: trio.Nursery | None = None
+        self._streams: LRU[str, _Stream] = LRU(STREAMS)
+        self.prefetches = 0
+        """How many prefetch requests were started."""
+        self.bytes_prefetched = 0
+        """How many bytes they asked for."""
+
+    def _room(self) -> int:
+        """Return how many more bytes prefetch may have in flight: half the budget at most."""
+        return self._cache.budget // 2 - self._cache.in_flight
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Prefetch in the background, in a nursery of its own, while the block
+        runs; leaving it cancels what is still in flight. Outside it, reads are served and
+        nothing is fetched ahead."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                yield
+            finally:
+                self._nursery = None
+                nursery.cancel_scope.cancel()
+
+    @property
+    def can_prefetch(self) -> bool:
+        """Return True when background work can be started."""
+        return self._nursery is not None
+
+    def spawn(self, job: Callable[[], Awaitable[object]], what: str) -> bool:
+        """Run ``job`` in the background; its failures are logged at debug level only."""
+        if self._nursery is None:
+            return False
+        self._nursery.start_soon(self._quietly, job, what)
+        return True
+
+    async def _quietly(self, job: Callable[[], Awaitable[object]], what: str) -> None:
+        try:
+            await job()
+        except Exception as error:  # noqa: BLE001 - best effort: a prefetch never surfaces
+            log.debug("prefetch of %s failed: %s", what, error)
+
+    def follow(self, key: str, url: str, base: int, total: int, offset: int, end: int) -> None:
+        """Track a large reference's reads; start fetching blocks ahead of sequential ones.
+
+        Sequential: the first read starts at 0, or a read starts between ``SEEK_BACK`` before
+        and one block after the end of the previous one. Each sequential read that enters a
+        new block sets the window to 1 block, then doubles it up to ``prefetch_blocks``, and
+        fetches the blocks after it up to the window in parallel; any other read resets it.
+        """
+        cap = self._config.prefetch_blocks
+        if cap <= 0 or self._nursery is None:
+            return
+        block = self._config.block_size
+        last = (end - 1) // block
+        stream = self._streams.pop(key) or _Stream(0, -1, 0)
+        self._streams.put(key, stream)
+        expected = stream.next
+        sequential = (stream.block < 0 and offset == 0) or (
+            stream.block >= 0 and expected - SEEK_BACK <= offset <= expected + block
+        )
+        if not sequential:
+            stream.window, stream.next, stream.block = 0, end, last
+            return
+        stream.next = max(stream.next, end)
+        if last <= stream.block:
+            return
+        stream.block = last
+        stream.window = 1 if stream.window == 0 else min(stream.window * 2, cap)
+        for number in range(last + 1, min(last + stream.window, (total - 1) // block) + 1):
+            start = base + number * block
+            stop = base + min((number + 1) * block, total)
+            cache_key = (url, start, stop)
+            if cache_key in self._cache or self._flights.busy(cache_key):
+                continue
+            if stop - start > self._room():
+                break
+            self._cache.reserve(stop - start)  # until the task takes over
+            self.spawn(
+                functools.partial(self._prefetch_block, key, url, start, stop),
+                f"{url} [{start}, {stop})",
+            )
+
+    async def _prefetch_block(self, key: str, url: str, start: int, stop: int) -> None:
+        self._cache.release(stop - start)  # the fetch counts it again from here on
+        self.prefetches += 1
+        self.bytes_prefetched += stop - start
+        await self._fetch(key, url, start, stop)
+
+    def prefetch_neighbours(
+        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
+    ) -> NeighbourPrefetch:
+        """Fetch the first spans of ``url`` that are neither cached nor in flight, together.
+
+        ``spans`` are ``(start, end)`` of references of up to ``whole_fetch_limit`` in one
+        object, in order, each starting after the previous one ends (``key`` names them in
+        logs). Spans already cached or in flight at the front count as fetched ahead. The
+        window is ``scale`` times ``neighbour_bytes``, ``neighbour_count`` and
+        ``neighbour_part_bytes`` when something is ahead, and once those values when nothing
+        is (the reader left what was fetched for it: start small again). When what is ahead
+        amounts to half the window, in bytes or in references, nothing is done (so the
+        requests stay large: a reader in order sends one per half window, not one per file).
+        Otherwise the next run of missing spans, up to the window (less when the budget is
+        short: prefetch keeps in-flight data under half of it), is claimed in the
+        single-flight table at once (no ``await``) and fetched in the background: one range
+        request per part, all at once, so the first files of the run arrive sooner.
+
+        The answer says how many bytes were requested, from which span's start on a call
+        can do anything again (before it, at least half the window stays ahead, as long as
+        what is ahead stays cached, so the caller need not walk the spans each time) and the
+        scale used.
+        """
+        config = self._config
+        if self._nursery is None or config.neighbour_bytes <= 0:
+            return NeighbourPrefetch(0, 0, 1)
+        ahead = ahead_count = 0
+        for start, end in spans:
+            cache_key = (url, start, end)
+            if cache_key not in self._cache and not self._flights.busy(cache_key):
+                break
+            ahead += end - start
+            ahead_count += 1
+        scale = max(1, scale) if ahead else 1
+        limit = min(config.neighbour_bytes * scale, self._room())
+        count = config.neighbour_count * scale
+        covered = spans[:ahead_count]
+        if ahead * 2 >= limit or ahead_count * 2 >= count:
+            return NeighbourPrefetch(0, _resume_at(covered, count, limit), scale)
+        run: list[tuple[int, int]] = []
+        for start, end in spans[ahead_count:]:
+            cache_key = (url, start, end)
+            if cache_key in self._cache or self._flights.busy(cache_key):
+                break
+            if end - (run[0][0] if run else start) > limit or len(run) >= count:
+                break
+            run.append((start, end))
+        if not run:
+            return NeighbourPrefetch(0, _resume_at(covered, count, limit), scale)
+        if ahead == 0 and len(run) == 1:
+            return NeighbourPrefetch(0, 0, 1)  # the read being served asks for that one anyway
+        requested = 0
+        for part in _parts(run, config.neighbour_part_bytes * scale):
+            claimed: list[tuple[tuple[str, int, int], Flight[Data]]] = []
+            for start, end in part:
+                flight = self._flights.claim((url, start, end))
+                assert flight is not None  # checked above, with no await in between
+                claimed.append(((url, start, end), flight))
+            first, last = part[0][0], part[-1][1]
+            self._cache.reserve(last - first)
+            self.prefetches += 1
+            self.bytes_prefetched += last - first
+            requested += last - first
+            try:
+                job = functools.partial(self._coalesced, key, url, claimed)
+                self.spawn(job, f"{url} [{first}, {last})")
+            except BaseException:
+                self._release(claimed, last - first)
+                raise
+        return NeighbourPrefetch(
+            requested, _resume_at(spans[: ahead_count + len(run)], count, limit), scale
+        )
+
+    async def _coalesced(
+        self, key: str, url: str, claimed: list[tuple[tuple[str, int, int], Flight[Data]]]
+    ) -> None:
+        """Fetch the claimed spans in one request and settle each; abandon them on failure."""
+        first, last = claimed[0][0][1], claimed[-1][0][2]
+        try:
+            try:
+                data = await self._request(key, url, first, last)
+            finally:
+                self._cache.release(last - first)
+            whole = memoryview(data)  # the entries share the answer's memory: no copies
+            for cache_key, flight in claimed:
+                _, start, end = cache_key
+                value = whole[start - first : end - first]
+                self._cache.put(cache_key, value, reserve=self._cache.in_flight)
+                self._flights.settle(cache_key, flight, value)
+        finally:
+            self._release(claimed, 0)  # abandons whatever was not settled
+
+    def _release(
+        self, claimed: list[tuple[tuple[str, int, int], Flight[Data]]], in_flight: int
+    ) -> None:
+        self._cache.release(in_flight)
+        for cache_key, flight in claimed:
+            self._flights.abandon(cache_key, flight)
+
+
+def _resume_at(covered: Sequence[tuple[int, int]], count: int, limit: int) -> int:
+    """Return the start of the first of ``covered`` (spans cached or in flight, in order) at
+    which fewer than half of ``count`` spans and of ``limit`` bytes are left from it on."""
+    remaining, remaining_bytes = len(covered), sum(end - start for start, end in covered)
+    for start, end in covered:
+        if remaining * 2 < count and remaining_bytes * 2 < limit:
+            return start
+        remaining -= 1
+        remaining_bytes -= end - start
+    return covered[-1][1] if covered else 0
+
+
+def _parts(run: list[tuple[int, int]], size: int) -> list[list[tuple[int, int]]]:
+    """Split a run of spans into consecutive parts of at most ``size`` bytes (one span at least)."""
+    parts: list[list[tuple[int, int]]] = [[run[0]]]
+    for span in run[1:]:
+        if span[1] - parts[-1][0][0] > size:
+            parts.append([span])
+        else:
+            parts[-1].append(span)
+    return parts
+
+
+@dataclass(slots=True)
+class _Stream:
+    """Where the last read of a large reference ended, its block and the prefetch window."""
+
+    next: int
+    block: int
+    window: int

@@ -1,0 +1,171 @@
+"""Tests of prefetch: blocks ahead of sequential reads, neighbour runs claimed and settled,
+within half the byte budget, never surfacing a failure to a read."""
+
+from __future__ import annotations
+
+import functools
+
+import trio
+import trio.testing
+
+from refmount.config import ReadConfig, RetryConfig
+from refmount.model import Range
+from refmount.read.path import NeighbourPrefetch
+from refmount.read.reader import Reader
+from tests.fakes import MemoryTarget
+from tests.unit.read.conftest import DATA, reader_for
+
+BIG = bytes(range(253)) * 130  # 32890 bytes: 33 blocks of 1 KiB, no two alike
+
+
+def blocks_requested(target: MemoryTarget) -> list[int]:
+    return sorted(start // 1024 for _, start, _ in target.ranges)
+
+
+async def read_block(reader: Reader, number: int, *, settle: bool = True) -> bytes:
+    data = bytes(await reader.read("big", Range("mem://big", 0, len(BIG)), number * 1024, 1024))
+    if settle:
+        await trio.testing.wait_all_tasks_blocked()
+    assert data == BIG[number * 1024 : (number + 1) * 1024]
+    return data
+
+
+def big_reader(**config: int) -> tuple[Reader, MemoryTarget]:
+    target = MemoryTarget(objects={"mem://big": BIG})
+    settings = {"whole_fetch_limit": 512, "block_size": 1024, **config}
+    return Reader(target, ReadConfig(**settings), RetryConfig(retries=0)), target
+
+
+async def test_the_block_window_grows_on_sequential_reads_and_resets_on_a_jump() -> None:
+    reader, target = big_reader(prefetch_blocks=8)
+    async with reader.running():
+        seen: list[list[int]] = []
+        for number in (0, 1, 2, 3, 4, 5, 20, 21, 22):
+            await read_block(reader, number)
+            seen.append(blocks_requested(target))
+    assert seen[0] == [0, 1]  # window 1
+    assert seen[1] == [0, 1, 2, 3]  # 2
+    assert seen[2] == list(range(7))  # 4: blocks 3 to 6
+    assert seen[3] == list(range(12))  # 8: blocks 4 to 11
+    assert seen[4] == list(range(13))  # 8 is the cap: one more
+    assert seen[5] == list(range(14))
+    assert seen[6] == [*range(14), 20]  # a jump: no prefetch, the window is reset
+    assert seen[7] == [*range(14), 20, 21, 22]  # window 1 again
+    assert seen[8] == [*range(14), 20, 21, 22, 23, 24]  # 2
+    assert len(target.ranges) == len(set(target.ranges))  # nothing fetched twice
+
+
+async def test_random_block_reads_prefetch_nothing() -> None:
+    reader, target = big_reader()
+    async with reader.running():
+        for number in (7, 2, 30, 12, 25):
+            await read_block(reader, number)
+    assert blocks_requested(target) == [2, 7, 12, 25, 30]
+
+
+async def test_block_prefetch_keeps_to_half_the_budget() -> None:
+    reader, target = big_reader(cache_size=3 * 1024)
+    async with reader.running():
+        for number in range(4):
+            await read_block(reader, number)
+    assert blocks_requested(target) == [0, 1, 2, 3, 4]  # one block ahead at most
+    reader, target = big_reader(cache_size=1024)
+    async with reader.running():
+        for number in range(4):
+            await read_block(reader, number)
+    assert blocks_requested(target) == [0, 1, 2, 3]  # no room: no prefetch
+
+
+async def test_a_failed_block_prefetch_never_reaches_the_read() -> None:
+    reader, target = big_reader()
+    async with reader.running():
+        await reader.read("big", Range("mem://big", 0, len(BIG)), 0, 1024)
+        target.flaky["mem://big"] = 1  # the prefetch of block 1 fails
+        await trio.testing.wait_all_tasks_blocked()
+        await read_block(reader, 1)  # fetched again, by the read itself
+    assert [start // 1024 for _, start, _ in target.ranges][:3] == [0, 1, 1]
+
+
+async def test_a_block_read_waits_for_its_prefetch_in_flight() -> None:
+    reader, target = big_reader()
+    async with reader.running(), trio.open_nursery() as nursery:
+        await reader.read("big", Range("mem://big", 0, len(BIG)), 0, 1024)  # block 1 queued
+        target.gate = gate = trio.Event()
+        nursery.start_soon(functools.partial(read_block, reader, 1, settle=False))
+        await trio.testing.wait_all_tasks_blocked()
+        assert blocks_requested(target) == [0, 1]  # the read waits for the prefetch
+        gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert blocks_requested(target) == [0, 1, 2, 3]
+
+
+async def test_neighbour_prefetch_says_where_asking_again_can_do_anything(
+    target: MemoryTarget,
+) -> None:
+    reader = reader_for(target, neighbour_bytes=1000, neighbour_count=4)
+    spans = [(start, start + 100) for start in range(0, 1000, 100)]
+    assert reader.prefetch_neighbours("d", "mem://obj", spans).resume_at == 0  # not running
+    async with reader.running():
+        first = reader.prefetch_neighbours("d", "mem://obj", spans)
+        # four spans (the count) requested; from the fourth on, fewer than two are ahead
+        assert (first.requested, first.resume_at) == (400, 300)
+        for skipped in (1, 2):  # what a caller may skip: there is nothing to do there
+            answer = reader.prefetch_neighbours("d", "mem://obj", spans[skipped:])
+            assert answer == NeighbourPrefetch(0, 300, 1)
+        await trio.testing.wait_all_tasks_blocked()
+        again = reader.prefetch_neighbours("d", "mem://obj", spans[3:])
+        assert again == NeighbourPrefetch(400, 700, 1)  # the next run, then quiet until 700
+    assert target.ranges == [("mem://obj", 0, 400), ("mem://obj", 400, 800)]
+
+
+async def test_a_neighbour_window_grows_by_its_scale_only_with_something_ahead(
+    target: MemoryTarget,
+) -> None:
+    reader = reader_for(target, neighbour_bytes=400, neighbour_part_bytes=200)
+    spans = [(start, start + 100) for start in range(0, 2000, 100)]
+    async with reader.running():
+        first = reader.prefetch_neighbours("d", "mem://obj", spans, 4)
+        assert (first.requested, first.scale) == (400, 1)  # nothing ahead: the first window
+        await trio.testing.wait_all_tasks_blocked()
+        grown = reader.prefetch_neighbours("d", "mem://obj", spans[3:], 4)
+        assert (grown.requested, grown.scale) == (1600, 4)  # one span ahead: four times
+    # the parts grow with the window
+    assert sorted(target.ranges) == [
+        ("mem://obj", 0, 200),
+        ("mem://obj", 200, 400),
+        ("mem://obj", 400, 1200),
+        ("mem://obj", 1200, 2000),
+    ]
+
+
+async def test_neighbour_spans_are_claimed_at_once_and_settled_from_one_request(
+    target: MemoryTarget,
+) -> None:
+    reader = reader_for(target, neighbour_bytes=4096)
+    spans = [(0, 1000), (1000, 2000), (2050, 3000), (3000, 3500), (3500, 5000)]
+    assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 0  # not running
+    async with reader.running():
+        assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 3500  # 5000: far
+        await trio.testing.wait_all_tasks_blocked()
+        assert target.ranges == [("mem://obj", 0, 3500)]
+        for start, end in spans[:4]:  # cached under the keys reads use
+            ref = Range("mem://obj", start, end - start)
+            assert await reader.read("k", ref, 0, 4096) == DATA[start:end]
+        assert await reader.read("k", Range("mem://obj", 3500, 1500), 0, 4096) == DATA[3500:5000]
+        assert target.ranges[1:] == [("mem://obj", 3500, 5000)]
+
+
+async def test_entries_of_one_coalesced_request_share_its_memory(target: MemoryTarget) -> None:
+    reader = reader_for(target, neighbour_bytes=4096)
+    spans = [(0, 1000), (1000, 2000), (2050, 3000)]
+    async with reader.running():
+        assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 3000
+        await trio.testing.wait_all_tasks_blocked()
+        assert reader.statistics().bytes_cached == 3000  # one answer, the gap included
+        for start, end in spans[:2]:
+            assert await reader.read("k", Range("mem://obj", start, end - start), 0, 4096)
+        assert reader.statistics().bytes_cached == 3000  # the last entry keeps it alive
+        assert await reader.read("k", Range("mem://obj", 2050, 950), 0, 4096) == DATA[2050:3000]
+        assert reader.statistics().bytes_cached == 0
+        assert target.ranges == [("mem://obj", 0, 3000)]
