@@ -1,0 +1,101 @@
+"""The one place that wires a mount: store, reader, the ``--decode`` view, filesystem and
+FUSE adapter, built from the options and a loaded set (``open_mount``)."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass
+
+from refmount.config import MountConfig
+from refmount.daemon.loading import Loaded
+from refmount.errors import MountError
+from refmount.fuse.adapter import FuseOperations, InFlight
+from refmount.fuse.filesystem import Owner, RefFilesystem
+from refmount.model import Inline, ReferenceSet
+from refmount.read.path import ReadPath
+from refmount.read.reader import Reader
+from refmount.store.options import StorageOptions
+from refmount.store.roots import LocalRoots
+from refmount.store.store import Store
+
+log = logging.getLogger("refmount.daemon")
+"""One logger for the daemon's lines, whichever module says them (``refmount.daemon:``)."""
+
+
+PREPARE_SAMPLE = 10_000
+"""How many stored keys are looked at to find the targets to get ready for at mount time."""
+
+
+def decode_view(
+    references: ReferenceSet, reader: Reader, cache_size: int
+) -> tuple[ReferenceSet, ReadPath]:
+    """Return the ``--decode`` view of the references and the reader."""
+    try:
+        from refmount.decode.view import decoded_view  # numcodecs, only for --decode
+    except ImportError as error:
+        raise MountError(
+            f"--decode needs numcodecs ({error}); install it with: pip install 'refmount[decode]'"
+        ) from None
+    return decoded_view(references, reader, cache_size)
+
+
+def prepare_targets(store: Store, references: ReferenceSet, most: int = PREPARE_SAMPLE) -> None:
+    """Create the filesystems of the targets the first ``most`` keys name (blocking).
+
+    So the first read of an S3 or HTTP target does not wait for s3fs or aiohttp to be
+    imported. Chunks not loaded yet (Parquet) are not looked at. Best effort: what fails here
+    is left for the reads to report.
+    """
+    urls: set[str] = set()
+    try:
+        for key in itertools.islice(references.keys(), most):
+            reference = references.get(key)
+            if reference is not None and not isinstance(reference, Inline):
+                urls.add(reference.url)
+    except Exception as error:  # the reads report what is wrong
+        log.debug("cannot look at the targets ahead of reads: %s", error)
+    store.prepare(urls)
+
+
+@dataclass(frozen=True, slots=True)
+class MountParts:
+    """A mount's parts, wired: what the lifecycle runs and closes."""
+
+    store: Store
+    reader: Reader
+    filesystem: RefFilesystem
+    operations: FuseOperations
+    requests: InFlight
+
+
+def open_mount(config: MountConfig, loaded: Loaded) -> MountParts:
+    """Build the parts of a mount of ``loaded`` with ``config`` (nothing is mounted yet)."""
+    mountpoint = config.mountpoint
+    roots = LocalRoots(config.local_roots, forbidden=[str(mountpoint)]) if config.shared else None
+    store = Store(
+        StorageOptions(config.remote_options, config.s3_options),
+        connections_per_host=config.retry.connections_per_host,
+        local_roots=roots,
+        pin=config.pin_versions,
+        own_mount=str(mountpoint),
+        fetcher=config.fetcher,
+    )
+    reader = Reader(store, config.read, config.retry)
+    references: ReferenceSet = loaded.references
+    read_path: ReadPath = reader
+    if config.decode:
+        references, read_path = decode_view(loaded.references, reader, config.read.cache_size)
+    filesystem = RefFilesystem(
+        loaded.tree,
+        references,
+        read_path,
+        owner=Owner.current(config.umask, uid=config.uid, gid=config.gid),
+        mtime_ns=loaded.mtime_ns,
+        target_problem=None if roots is None else roots.problem,
+    )
+    requests = InFlight()
+    operations = FuseOperations(
+        filesystem, timeout=config.attr_timeout, xattrs=config.xattrs, requests=requests
+    )
+    return MountParts(store, reader, filesystem, operations, requests)

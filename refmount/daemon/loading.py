@@ -1,0 +1,102 @@
+"""Loading a reference set for a mount: its source (a file, a URL or standard input) read
+under the size cap, the set parsed, the namespace built, the loader's garbage handed back."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+import time
+from dataclasses import dataclass
+
+from refmount.config import STDIN_REFS, MountConfig, default_max_refs_size
+from refmount.errors import ReferenceFormatError
+from refmount.formats import LoadOptions, load
+from refmount.formats.options import Progress
+from refmount.model import Inline, ReferenceSet
+from refmount.namespace.tree import Tree
+from refmount.ops import allocator
+from refmount.store.options import StorageOptions
+from refmount.store.roots import LocalRoots
+from refmount.store.sources import FsspecSource, StreamSource
+
+log = logging.getLogger("refmount.daemon")
+"""One logger for the daemon's lines, whichever module says them (``refmount.daemon:``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A reference set ready to be served: its source, references, tree and mtime."""
+
+    source: FsspecSource | StreamSource
+    references: ReferenceSet
+    tree: Tree
+    mtime_ns: int
+
+
+def load_references(config: MountConfig, progress: Progress | None = None) -> Loaded:
+    """Read and check the reference set; raises ``ReferenceFormatError`` when malformed.
+
+    ``progress`` is told ``(keys read, total)`` now and then while a large JSON file loads.
+    """
+    started = time.monotonic()
+    cap = config.max_refs_size or default_max_refs_size()
+    source: FsspecSource | StreamSource
+    try:
+        if config.refs == STDIN_REFS:
+            source = StreamSource(sys.stdin.buffer, config.base, cap)
+        else:
+            storage = StorageOptions(config.target_options, config.s3_options)
+            source = FsspecSource(config.refs, storage, cap)
+    except (OSError, ValueError, ImportError) as error:
+        raise ReferenceFormatError(config.refs, None, f"cannot open: {error}") from error
+    options = LoadOptions(
+        target=config.target,
+        remote_protocol=config.remote_protocol,
+        skip_invalid=config.skip_invalid,
+        progress=progress,
+        max_size=cap,
+    )
+    try:
+        references = load(source, options)
+    except OSError as error:
+        raise ReferenceFormatError(source.url, None, f"cannot read: {error}") from error
+    if config.shared:
+        check_local_targets(references, LocalRoots(config.local_roots))
+    tree = Tree.build(
+        references.keys(), references.grids, source=source.url, skip_invalid=config.skip_invalid
+    )
+    mtime = source.mtime() or time.time()
+    # Loading freed many small objects: give those pages back, and keep the long-lived rest
+    # out of the cyclic collector's sight.
+    gc.collect()
+    gc.freeze()
+    allocator.trim()
+    log.info(
+        "loaded %s: %d names, %d chunk grids in %.2f s",
+        source.url,
+        tree.static_count,
+        len(references.grids),
+        time.monotonic() - started,
+    )
+    return Loaded(source, references, tree, int(mtime * 1e9))
+
+
+def check_local_targets(references: ReferenceSet, roots: LocalRoots) -> None:
+    """Raise ``ReferenceFormatError`` naming the first key whose target ``roots`` refuse.
+
+    Only explicit keys are known at load time; the chunks of a Parquet set are checked when
+    they are opened, and every read is checked again by the store.
+    """
+    problems: dict[str, str | None] = {}
+    keys = references.keys()  # a ReferenceSet is not itself iterable
+    for key in keys:
+        reference = references.get(key)
+        if reference is None or isinstance(reference, Inline):
+            continue
+        url = reference.url
+        if url not in problems:
+            problems[url] = roots.problem(url)
+        problem = problems[url]
+        if problem is not None:
+            raise ReferenceFormatError(references.source, key, f"target {url}: {problem}")
