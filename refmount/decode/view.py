@@ -20,12 +20,13 @@ import trio
 from refmount.config import ReadConfig
 from refmount.decode import metadata
 from refmount.decode.codecs import DecodeFailed, Pipeline, Undecodable, v2_pipeline, v3_pipeline
-from refmount.errors import ReferenceFormatError, TargetError
+from refmount.errors import RecentFailureError, ReferenceFormatError, TargetError
 from refmount.flight import SingleFlight
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, grid_from_zarray
 from refmount.lru import LRU
 from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel
 from refmount.read.cache import Data
+from refmount.read.failures import FAILED_RANGE_SECONDS, FAILED_RANGES
 from refmount.read.path import NeighbourPrefetch, ReaderStatistics
 from refmount.read.reader import Reader
 
@@ -362,6 +363,7 @@ class DecodingReader:
         *,
         threads: int = DECODE_THREADS,
         lookahead: Lookahead | None = None,
+        clock: Callable[[], float] = trio.current_time,
     ) -> None:
         self._inner = inner
         self._plan = decisions
@@ -369,6 +371,10 @@ class DecodingReader:
         self._decodes: SingleFlight[Data] = SingleFlight()
         self._lookahead = lookahead
         self._started: LRU[tuple[str, int], None] = LRU(STARTED_CHUNKS)
+        self._clock = clock
+        self._failed: LRU[str, tuple[float, TargetError]] = LRU(FAILED_RANGES)
+        """Chunk key → (until when, error) of a decode that failed lately: the kernel asks
+        again at once after a failed read, and one ``read()`` then logs the failure once."""
 
     @property
     def config(self) -> ReadConfig:
@@ -450,6 +456,12 @@ class DecodingReader:
         cached = cache.get(cache_key)
         if cached is not None:
             return cached
+        failed = self._failed.peek(key)
+        if failed is not None:
+            until, error = failed
+            if until > self._clock():
+                raise RecentFailureError(key, error)
+            self._failed.pop(key)
 
         async def decode() -> Data:
             total = await self._inner.size(key, reference)
@@ -460,9 +472,9 @@ class DecodingReader:
                 )
             except DecodeFailed as error:
                 url = "inline" if isinstance(reference, Inline) else reference.url
-                raise DecodeError(
-                    key, url, f"cannot decode ({error.codec}): {error.reason}"
-                ) from None
+                failure = DecodeError(key, url, f"cannot decode ({error.codec}): {error.reason}")
+                self._failed.put(key, (self._clock() + FAILED_RANGE_SECONDS, failure))
+                raise failure from None
             cache.put(cache_key, data)
             return data
 

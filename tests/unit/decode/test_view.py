@@ -14,7 +14,9 @@ import trio.testing
 
 from refmount.config import MIB, ReadConfig
 from refmount.decode.view import DecodedReferences, DecodeError, DecodingReader, Plan, plan
+from refmount.errors import RecentFailureError
 from refmount.model import ChunkGrid, Inline, Range
+from refmount.read.failures import FAILED_RANGE_SECONDS
 from refmount.read.reader import Reader
 from tests.fakes import DictReferences, MemoryTarget
 
@@ -177,6 +179,30 @@ async def test_a_chunk_that_inflates_past_its_size_is_eio_naming_key_and_codec()
     good = references.get("x/1.0")
     assert good is not None
     assert len(await reader.read("x/1.0", good, 0, 48)) == 48  # the rest still serves
+
+
+async def test_a_failed_decode_fails_again_at_once_for_a_second_then_is_tried_again() -> None:
+    references, target = make_set()
+    bomb = numcodecs.Zlib().encode(b"\0" * (4 * MIB))
+    target.objects["memory://bomb"] = bytes(bomb)
+    chunk = Range("memory://bomb", 0, len(bomb))
+    references.explicit["x/0.0"] = chunk
+    now = [100.0]
+    reader = DecodingReader(
+        Reader(target, ReadConfig(cache_size=CACHE)), plan(references, CACHE), clock=lambda: now[0]
+    )
+    with pytest.raises(DecodeError):
+        await reader.read("x/0.0", chunk, 0, 48)
+    fetched = len(target.ranges)
+    # the kernel's second ask after a failed read: the same error, nothing fetched or decoded
+    with pytest.raises(RecentFailureError) as again:
+        await reader.read("x/0.0", chunk, 4096, 48)
+    assert again.value.errno == 5
+    assert "cannot decode (zlib)" in str(again.value)
+    assert len(target.ranges) == fetched
+    now[0] += FAILED_RANGE_SECONDS
+    with pytest.raises(DecodeError):  # a second later it is tried again
+        await reader.read("x/0.0", chunk, 0, 48)
 
 
 def test_chunk_keys_are_matched_to_their_array_only() -> None:
