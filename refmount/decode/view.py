@@ -26,7 +26,7 @@ from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, g
 from refmount.lru import LRU
 from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel
 from refmount.read.cache import Data
-from refmount.read.failures import FAILED_RANGE_SECONDS, FAILED_RANGES
+from refmount.read.failures import FAILED_RANGE_SECONDS, FAILED_RANGES, RecentFailures
 from refmount.read.path import NeighbourPrefetch, ReaderStatistics
 from refmount.read.reader import Reader
 
@@ -371,9 +371,8 @@ class DecodingReader:
         self._decodes: SingleFlight[Data] = SingleFlight()
         self._lookahead = lookahead
         self._started: LRU[tuple[str, int], None] = LRU(STARTED_CHUNKS)
-        self._clock = clock
-        self._failed: LRU[str, tuple[float, TargetError]] = LRU(FAILED_RANGES)
-        """Chunk key → (until when, error) of a decode that failed lately: the kernel asks
+        self._failed = RecentFailures(FAILED_RANGE_SECONDS, FAILED_RANGES, clock)
+        """Decoded chunks whose decode failed lately, as ``(key, 0, size)``: the kernel asks
         again at once after a failed read, and one ``read()`` then logs the failure once."""
 
     @property
@@ -456,12 +455,9 @@ class DecodingReader:
         cached = cache.get(cache_key)
         if cached is not None:
             return cached
-        failed = self._failed.peek(key)
+        failed = self._failed.covering(key, 0, pipeline.size)
         if failed is not None:
-            until, error = failed
-            if until > self._clock():
-                raise RecentFailureError(key, error)
-            self._failed.pop(key)
+            raise RecentFailureError(key, failed)
 
         async def decode() -> Data:
             total = await self._inner.size(key, reference)
@@ -473,7 +469,7 @@ class DecodingReader:
             except DecodeFailed as error:
                 url = "inline" if isinstance(reference, Inline) else reference.url
                 failure = DecodeError(key, url, f"cannot decode ({error.codec}): {error.reason}")
-                self._failed.put(key, (self._clock() + FAILED_RANGE_SECONDS, failure))
+                self._failed.remember(key, 0, pipeline.size, failure)
                 raise failure from None
             cache.put(cache_key, data)
             return data
