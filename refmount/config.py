@@ -64,7 +64,9 @@ class ReadConfig:
     their first values (fewer, larger requests: each one costs S3 clients much CPU); a run
     with nothing ahead of the reader starts from the first values again. Block
     prefetch (``prefetch_blocks`` 0: off) fetches up to that many blocks ahead of a
-    sequential read of a large reference.
+    sequential read of a large reference. When reads of an object still wait for data being
+    fetched ahead (a slow server: 20 ms per request is common for object stores), its
+    window may grow twice as far again, up to ``late_growth`` times those limits.
     """
 
     cache_size: int = 512 * MIB
@@ -76,6 +78,7 @@ class ReadConfig:
     neighbour_part_bytes: int = 2 * MIB
     neighbour_growth: int = 4
     prefetch_blocks: int = 8
+    late_growth: int = 4
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ one object, and zarr readers read a directory's chunks one file at a time. An in
 one opened just before it in that directory, which was read since) looks the next ones up
 in the directory's sibling index (its range references per object, sorted by offset; built
 once, in a worker thread for large directories) and asks ``ReadPath.prefetch_neighbours``
-for the chain. Each run requested doubles the window asked for next (``scale``). Runs on
+for the chain; the reader's answer sets the window asked for next (``scale``). Runs on
 the event loop thread (docs/concurrency.md); the index is built in a worker thread.
 """
 
@@ -48,7 +48,7 @@ class _Siblings:
     Opens of references starting in ``[quiet_from, quiet_until)`` need not ask the reader:
     its last answer said enough is ahead of them (an in-order reader walks the spans once
     per run, not once per file). ``scale`` is the prefetch window to ask for next, in units
-    of its first size: it doubles with each run requested, up to ``neighbour_growth``.
+    of its first size, as the reader last said.
     """
 
     offsets: array[int]
@@ -161,8 +161,8 @@ class Neighbours:
     def _prefetch_after(self, parent: Inode, reference: Range) -> None:
         """Hand the chain of references that follow ``reference`` in its object to the reader.
 
-        Up to twice the window's count: those already ahead, then a full run to fetch. Each
-        run requested doubles the window asked for next, up to ``neighbour_growth``.
+        Up to twice the window's count: those already ahead, then a full run to fetch. The
+        reader says the window to ask for next (it grows with each run requested).
         """
         index = self._sibling_indexes.peek(parent)
         siblings = None if index is None else index.get(reference.url)
@@ -185,8 +185,7 @@ class Neighbours:
             self._tree.path(parent), reference.url, spans, siblings.scale
         )
         siblings.quiet_from, siblings.quiet_until = reference.offset, prefetch.resume_at
-        grown = min(2 * prefetch.scale, max(1, config.neighbour_growth))
-        siblings.scale = grown if prefetch.requested else prefetch.scale
+        siblings.scale = prefetch.scale
 
     def _sibling_index(self, parent: Inode, most: int) -> _SiblingIndex | None:
         """Return a directory's range references per object (safe in a worker thread).

@@ -31,7 +31,8 @@ class Target(Protocol):
 @dataclass(frozen=True, slots=True)
 class NeighbourPrefetch:
     """What ``Reader.prefetch_neighbours`` did: the bytes it requested, the start of the
-    first span at which another call can do anything (0: at once) and the window's scale."""
+    first span at which another call can do anything (0: at once) and the window's scale to
+    ask with next."""
 
     requested: int
     resume_at: int
@@ -52,6 +53,7 @@ class ReaderStatistics:
     prefetches: int = 0
     bytes_prefetched: int = 0
     bytes_cached: int = 0
+    prefetch_waits: int = 0
 
 
 class ReadPath(Protocol):

@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 STREAMS = 256
 """How many large references the block prefetcher follows at once (least recently read go)."""
 
+REFILL = 4
+"""A neighbour window is refilled once a quarter of it (bytes or references) went to the reader."""
+
 SEEK_BACK = 1024 * 1024
 """How far before the end of the last read a read may start and still count as sequential."""
 
@@ -60,10 +63,33 @@ class Prefetcher:
         self._request = request
         self._nursery: trio.Nursery | None = None
         self._streams: LRU[str, _Stream] = LRU(STREAMS)
+        self._late: LRU[str, bool] = LRU(STREAMS)
+        self._neighbour_caps: LRU[str, int] = LRU(STREAMS)
         self.prefetches = 0
         """How many prefetch requests were started."""
         self.bytes_prefetched = 0
         """How many bytes they asked for."""
+        self.waits = 0
+        """How many reads waited for a fetch already under way (it was not ahead enough)."""
+
+    def waited(self, url: str) -> None:
+        """Note that a read of ``url`` waited for a fetch under way: the next window of that
+        object may grow further (a slow server needs more in flight to stay ahead)."""
+        self.waits += 1
+        self._late.put(url, True)
+
+    def _cap(self, url: str, cap: int, first: int, window: int) -> int:
+        """Return how far a window over ``url`` may grow, ``cap`` so far (``first`` at first).
+
+        When a read of ``url`` waited since the last call while the window (``window``) had
+        reached ``cap``, twice as far, up to ``late_growth`` times ``first``. A window that
+        still waits for its server at full size must reach further ahead to hide the time
+        each request takes; waits while it grows are its ramp, and one that keeps ahead needs
+        no more memory than it has.
+        """
+        if self._late.pop(url) and window >= cap:
+            return min(cap * 2, first * max(1, self._config.late_growth))
+        return cap
 
     def _room(self) -> int:
         """Return how many more bytes prefetch may have in flight: half the budget at most."""
@@ -105,16 +131,17 @@ class Prefetcher:
 
         Sequential: the first read starts at 0, or a read starts between ``SEEK_BACK`` before
         and one block after the end of the previous one. Each sequential read that enters a
-        new block sets the window to 1 block, then doubles it up to ``prefetch_blocks``, and
-        fetches the blocks after it up to the window in parallel; any other read resets it.
+        new block sets the window to 1 block, then doubles it up to ``prefetch_blocks`` (more
+        when reads waited: ``_cap``), and fetches the blocks after it up to the window in
+        parallel; any other read resets it.
         """
-        cap = self._config.prefetch_blocks
-        if cap <= 0 or self._nursery is None:
+        if self._config.prefetch_blocks <= 0 or self._nursery is None:
             return
         block = self._config.block_size
         last = (end - 1) // block
-        stream = self._streams.pop(key) or _Stream(0, -1, 0)
+        stream = self._streams.pop(key) or _Stream(0, -1, 0, self._config.prefetch_blocks)
         self._streams.put(key, stream)
+        stream.cap = self._cap(url, stream.cap, self._config.prefetch_blocks, stream.window)
         expected = stream.next
         sequential = (stream.block < 0 and offset == 0) or (
             stream.block >= 0 and expected - SEEK_BACK <= offset <= expected + block
@@ -126,7 +153,7 @@ class Prefetcher:
         if last <= stream.block:
             return
         stream.block = last
-        stream.window = 1 if stream.window == 0 else min(stream.window * 2, cap)
+        stream.window = 1 if stream.window == 0 else min(stream.window * 2, stream.cap)
         for number in range(last + 1, min(last + stream.window, (total - 1) // block) + 1):
             start = base + number * block
             stop = base + min((number + 1) * block, total)
@@ -157,18 +184,19 @@ class Prefetcher:
         logs). Spans already cached or in flight at the front count as fetched ahead. The
         window is ``scale`` times ``neighbour_bytes``, ``neighbour_count`` and
         ``neighbour_part_bytes`` when something is ahead, and once those values when nothing
-        is (the reader left what was fetched for it: start small again). When what is ahead
-        amounts to half the window, in bytes or in references, nothing is done (so the
-        requests stay large: a reader in order sends one per half window, not one per file).
-        Otherwise the next run of missing spans, up to the window (less when the budget is
-        short: prefetch keeps in-flight data under half of it), is claimed in the
-        single-flight table at once (no ``await``) and fetched in the background: one range
-        request per part, all at once, so the first files of the run arrive sooner.
+        is (the reader left what was fetched for it: start small again). While less than
+        three quarters of the window is ahead (in bytes and in references), the missing spans
+        up to the window's end (less when the budget is short: prefetch keeps in-flight data
+        under half of it) are claimed in the single-flight table at once (no ``await``) and
+        fetched in the background: one range request per part, all at once. So a reader in
+        order meets a full window ahead each time it asks, and requests stay large: one run
+        per quarter window, not one per file.
 
         The answer says how many bytes were requested, from which span's start on a call
-        can do anything again (before it, at least half the window stays ahead, as long as
-        what is ahead stays cached, so the caller need not walk the spans each time) and the
-        scale used.
+        can do anything again (before it, more than three quarters of the window stays
+        ahead, as long as what is ahead stays cached, so the caller need not walk the spans
+        each time) and the scale to ask with next: twice this one after a run, up to
+        ``neighbour_growth`` (further when reads waited: ``_cap``).
         """
         config = self._config
         if self._nursery is None or config.neighbour_bytes <= 0:
@@ -184,22 +212,26 @@ class Prefetcher:
         limit = min(config.neighbour_bytes * scale, self._room())
         count = config.neighbour_count * scale
         covered = spans[:ahead_count]
-        if ahead * 2 >= limit or ahead_count * 2 >= count:
-            return NeighbourPrefetch(0, _resume_at(covered, count, limit), scale)
+        keep = _Keep(limit - limit // REFILL, count - max(1, count // REFILL))
+        if ahead >= keep.bytes or ahead_count >= keep.count:
+            return NeighbourPrefetch(0, _resume_at(covered, keep), scale)
         run: list[tuple[int, int]] = []
         for start, end in spans[ahead_count:]:
             cache_key = (url, start, end)
             if cache_key in self._cache or self._flights.busy(cache_key):
                 break
-            if end - (run[0][0] if run else start) > limit or len(run) >= count:
+            if ahead + end - (run[0][0] if run else start) > limit:
+                break
+            if ahead_count + len(run) >= count:
                 break
             run.append((start, end))
         if not run:
-            return NeighbourPrefetch(0, _resume_at(covered, count, limit), scale)
+            return NeighbourPrefetch(0, _resume_at(covered, keep), scale)
         if ahead == 0 and len(run) == 1:
             return NeighbourPrefetch(0, 0, 1)  # the read being served asks for that one anyway
         requested = 0
-        for part in _parts(run, config.neighbour_part_bytes * scale):
+        part_scale = min(scale, max(1, config.neighbour_growth))  # larger parts cost more CPU
+        for part in _parts(run, config.neighbour_part_bytes * part_scale):
             claimed: list[tuple[tuple[str, int, int], Flight[Data]]] = []
             for start, end in part:
                 flight = self._flights.claim((url, start, end))
@@ -216,9 +248,17 @@ class Prefetcher:
             except BaseException:
                 self._release(claimed, last - first)
                 raise
+        grown = min(2 * scale, self._neighbour_cap(url, scale))
         return NeighbourPrefetch(
-            requested, _resume_at(spans[: ahead_count + len(run)], count, limit), scale
+            requested, _resume_at(spans[: ahead_count + len(run)], keep), grown
         )
+
+    def _neighbour_cap(self, url: str, scale: int) -> int:
+        """Return how far neighbour windows over ``url`` may grow (``_cap``), in scale units."""
+        first = max(1, self._config.neighbour_growth)
+        cap = self._cap(url, self._neighbour_caps.get(url) or first, first, scale)
+        self._neighbour_caps.put(url, cap)
+        return cap
 
     async def _coalesced(
         self, key: str, url: str, claimed: list[tuple[tuple[str, int, int], Flight[Data]]]
@@ -247,12 +287,12 @@ class Prefetcher:
             self._flights.abandon(cache_key, flight)
 
 
-def _resume_at(covered: Sequence[tuple[int, int]], count: int, limit: int) -> int:
+def _resume_at(covered: Sequence[tuple[int, int]], keep: _Keep) -> int:
     """Return the start of the first of ``covered`` (spans cached or in flight, in order) at
-    which fewer than half of ``count`` spans and of ``limit`` bytes are left from it on."""
+    which fewer than ``keep`` spans and bytes are left from it on: where a call can refill."""
     remaining, remaining_bytes = len(covered), sum(end - start for start, end in covered)
     for start, end in covered:
-        if remaining * 2 < count and remaining_bytes * 2 < limit:
+        if remaining < keep.count and remaining_bytes < keep.bytes:
             return start
         remaining -= 1
         remaining_bytes -= end - start
@@ -270,10 +310,20 @@ def _parts(run: list[tuple[int, int]], size: int) -> list[list[tuple[int, int]]]
     return parts
 
 
+@dataclass(frozen=True, slots=True)
+class _Keep:
+    """How much must stay ahead of the reader before a neighbour run is worth sending."""
+
+    bytes: int
+    count: int
+
+
 @dataclass(slots=True)
 class _Stream:
-    """Where the last read of a large reference ended, its block and the prefetch window."""
+    """Where the last read of a large reference ended, its block, the prefetch window and
+    how far the window may grow."""
 
     next: int
     block: int
     window: int
+    cap: int

@@ -247,6 +247,8 @@ class Reader:
         cached = self._cache.get(cache_key)
         if cached is not None:
             return cached
+        if not background and self._fetches.busy(cache_key):
+            self._prefetch.waited(url)
 
         async def fetch() -> Data:
             length = end - start
@@ -320,4 +322,5 @@ class Reader:
             self._prefetch.prefetches,
             self._prefetch.bytes_prefetched,
             self._cache.size,
+            self._prefetch.waits,
         )

@@ -456,14 +456,20 @@ def chunked_fs(
 ) -> tuple[RefFilesystem, MemoryTarget, Reader]:
     """Chunks ``x/0`` … ``x/11`` of one object, back to back (names sort as 0, 1, 10, 11, 2…).
 
-    The window does not grow unless ``neighbour_growth`` says so: runs keep their first size.
+    The window does not grow unless ``neighbour_growth`` or ``late_growth`` say so: runs
+    keep their first size.
     """
     refs = DictReferences(
         explicit={f"x/{i}": Range("mem://o", i * CHUNK, CHUNK) for i in range(CHUNKS)}
     )
     target = target or MemoryTarget(objects={"mem://o": OBJECT})
     tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
-    settings = {"neighbour_bytes": 4 * CHUNK, "neighbour_gap": 100, "neighbour_growth": 1}
+    settings = {
+        "neighbour_bytes": 4 * CHUNK,
+        "neighbour_gap": 100,
+        "neighbour_growth": 1,
+        "late_growth": 1,
+    }
     settings.update(config)
     reader = Reader(target, ReadConfig(**settings), RetryConfig(retries=0))
     fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
@@ -503,15 +509,22 @@ async def test_in_order_chunks_of_one_object_are_fetched_together() -> None:
     async with reader.running():
         for number in range(CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
-        # x/0 alone (nothing says "in order" yet); from x/1 on, 4 chunks (the limit) per
-        # request, the next one sent when less than half of the limit is left ahead.
-        assert spans(target) == [(0, 1000), (1000, 5000), (5000, 9000), (9000, 12000)]
+        # x/0 alone (nothing says "in order" yet); from x/1 on, the window (4 chunks, the
+        # limit), then topped up (2 chunks) each time less than three quarters of it is ahead
+        assert spans(target) == [
+            (0, 1000),
+            (1000, 5000),
+            (5000, 7000),
+            (7000, 9000),
+            (9000, 11000),
+            (11000, 12000),
+        ]
         # each chunk read through left the cache (the kernel's page cache answers a second
         # pass through FUSE); a second pass here fetches as the first did
         for number in range(CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
-        assert spans(target)[4:] == spans(target)[:4]
-        assert reader.statistics().prefetches == 6
+        assert spans(target)[6:] == spans(target)[:6]
+        assert reader.statistics().prefetches == 10
 
 
 async def test_an_in_order_reader_asks_the_reader_once_per_run_not_once_per_file(
@@ -529,9 +542,17 @@ async def test_an_in_order_reader_asks_the_reader_once_per_run_not_once_per_file
     async with reader.running():
         for number in range(CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
-        assert spans(target) == [(0, 1000), (1000, 5000), (5000, 9000), (9000, 12000)]
-        # x/2 and x/3 have x/3 and x/4 ahead: half the limit, nothing to ask; x/4 asks
-        assert asked_at == [1, 4, 8, 11]
+        assert spans(target) == [
+            (0, 1000),
+            (1000, 5000),
+            (5000, 7000),
+            (7000, 9000),
+            (9000, 11000),
+            (11000, 12000),
+        ]
+        # x/2 has x/2 to x/4 ahead: three quarters of the limit, nothing to ask; x/3 asks.
+        # Near the end fewer spans are left than the window holds: each file asks.
+        assert asked_at == [1, 3, 5, 7, 9, 10, 11]
 
 
 async def test_chunks_of_a_grid_are_indexed_in_bulk_and_fetched_together() -> None:
@@ -542,7 +563,9 @@ async def test_chunks_of_a_grid_are_indexed_in_bulk_and_fetched_together() -> No
     )
     target = MemoryTarget(objects={"mem://o": OBJECT})
     tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
-    config = ReadConfig(neighbour_bytes=4 * CHUNK, neighbour_gap=100, neighbour_growth=1)
+    config = ReadConfig(
+        neighbour_bytes=4 * CHUNK, neighbour_gap=100, neighbour_growth=1, late_growth=1
+    )
     reader = Reader(target, config, RetryConfig(retries=0))
     fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
     async with reader.running():
@@ -551,7 +574,14 @@ async def test_chunks_of_a_grid_are_indexed_in_bulk_and_fetched_together() -> No
             assert await fs.read(handle, 0, CHUNK) == expected(number)
             fs.release(handle)
             await trio.testing.wait_all_tasks_blocked()
-        assert spans(target) == [(0, 1000), (1000, 5000), (5000, 9000), (9000, 12000)]
+        assert spans(target) == [
+            (0, 1000),
+            (1000, 5000),
+            (5000, 7000),
+            (7000, 9000),
+            (9000, 11000),
+            (11000, 12000),
+        ]
     # one chunk() per file opened: the index took the grid's ranges in one call
     assert sorted(refs.chunk_calls) == [(0, i) for i in range(CHUNKS)]
 
@@ -561,9 +591,16 @@ async def test_small_chunks_in_order_are_fetched_in_runs_of_the_count_limit() ->
     async with reader.running():
         for number in range(CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
-        # the next run is asked for once fewer than half of the count are ahead: never a
-        # request per chunk once reading is in order
-        assert spans(target) == [(0, 1000), (1000, 5000), (5000, 9000), (9000, 12000)]
+        # the window is topped up once fewer than three quarters of the count are ahead:
+        # never a request per chunk once reading is in order
+        assert spans(target) == [
+            (0, 1000),
+            (1000, 5000),
+            (5000, 7000),
+            (7000, 9000),
+            (9000, 11000),
+            (11000, 12000),
+        ]
 
 
 async def test_a_run_goes_out_as_parallel_parts() -> None:
@@ -579,12 +616,8 @@ async def test_a_run_goes_out_as_parallel_parts() -> None:
         fs.release(handle)
         for number in range(2, CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
-        assert sorted(spans(target)[3:]) == [
-            (5000, 7000),
-            (7000, 9000),
-            (9000, 11000),
-            (11000, 12000),
-        ]
+        # then topped up a part at a time
+        assert spans(target)[3:] == [(5000, 7000), (7000, 9000), (9000, 11000), (11000, 12000)]
         assert reader.statistics().prefetches == 6
 
 
@@ -594,7 +627,11 @@ async def test_the_window_doubles_while_reading_in_order_and_starts_small_after_
     target = MemoryTarget(objects={"mem://o": OBJECT})
     tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
     config = ReadConfig(
-        neighbour_bytes=4 * step, neighbour_part_bytes=2 * step, neighbour_gap=0, neighbour_growth=4
+        neighbour_bytes=4 * step,
+        neighbour_part_bytes=2 * step,
+        neighbour_gap=0,
+        neighbour_growth=4,
+        late_growth=1,
     )
     reader = Reader(target, config, RetryConfig(retries=0))
     fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
@@ -608,12 +645,13 @@ async def test_the_window_doubles_while_reading_in_order_and_starts_small_after_
         (0, 100),  # y/0 alone
         (100, 300),  # from y/1: 4 spans in parts of 2
         (300, 500),
-        (500, 900),  # from y/4, one span ahead: twice that
-        (900, 1300),
-        (1300, 2100),  # from y/10: four times, the most
-        (2100, 2900),
-        (2900, 3700),  # from y/22: four times again
-        (3700, 4500),
+        (500, 900),  # from y/3, 2 spans ahead: twice the window (8 spans), topped up to
+        (900, 1100),  # its end in parts of 4
+        (1100, 1900),  # then four times (16 spans, the most) in parts of 8
+        (1900, 2200),
+        (2200, 2700),  # then topped up to 16 spans as the reader goes
+        (2700, 3200),
+        (3200, 3700),
         (6000, 6100),  # y/60: a jump, nothing ahead
         (6100, 6300),  # from y/61: the first window again (3 spans are left)
         (6300, 6400),
@@ -623,8 +661,8 @@ async def test_the_window_doubles_while_reading_in_order_and_starts_small_after_
 @pytest.mark.parametrize(
     ("inline", "most", "requests"),
     [
-        (100, 100, 4),  # indexed at once: x/0 alone, then runs of 4 from x/1
-        (4, 100, 5),  # indexed in a thread: x/1 alone too, while the index is built
+        (100, 100, 6),  # indexed at once: x/0 alone, then 4 from x/1, then topped up by 2
+        (4, 100, 7),  # indexed in a thread: x/1 alone too, while the index is built
         (4, 10, 12),  # too many entries: no index, one request per chunk
     ],
 )

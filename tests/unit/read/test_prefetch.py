@@ -55,6 +55,27 @@ async def test_the_block_window_grows_on_sequential_reads_and_resets_on_a_jump()
     assert len(target.ranges) == len(set(target.ranges))  # nothing fetched twice
 
 
+async def test_a_full_block_window_that_reads_still_wait_for_grows_further() -> None:
+    for late_growth, expected in ((1, [0, 1, 2, 3]), (4, [0, 1, 2, 3, 4])):
+        reader, target = big_reader(prefetch_blocks=1, late_growth=late_growth)
+        async with reader.running(), trio.open_nursery() as nursery:
+            target.gate = gate = trio.Event()
+            nursery.start_soon(functools.partial(read_block, reader, 0, settle=False))
+            await trio.testing.wait_all_tasks_blocked()
+            gate.set()  # block 0 arrives; the prefetch of block 1 waits at the new gate
+            target.gate = gate = trio.Event()
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(functools.partial(read_block, reader, 1, settle=False))
+            await trio.testing.wait_all_tasks_blocked()  # block 1 waits for its prefetch
+            gate.set()
+            target.gate = None
+            await trio.testing.wait_all_tasks_blocked()
+            await read_block(reader, 2)
+        # the window was full (1 block) and a read still waited: it may reach 2 blocks ahead
+        assert blocks_requested(target) == expected
+        assert reader.statistics().prefetch_waits == 1
+
+
 async def test_random_block_reads_prefetch_nothing() -> None:
     reader, target = big_reader()
     async with reader.running():
@@ -108,15 +129,15 @@ async def test_neighbour_prefetch_says_where_asking_again_can_do_anything(
     assert reader.prefetch_neighbours("d", "mem://obj", spans).resume_at == 0  # not running
     async with reader.running():
         first = reader.prefetch_neighbours("d", "mem://obj", spans)
-        # four spans (the count) requested; from the fourth on, fewer than two are ahead
-        assert (first.requested, first.resume_at) == (400, 300)
-        for skipped in (1, 2):  # what a caller may skip: there is nothing to do there
-            answer = reader.prefetch_neighbours("d", "mem://obj", spans[skipped:])
-            assert answer == NeighbourPrefetch(0, 300, 1)
+        # four spans (the count) requested; from the third on, fewer than three (three
+        # quarters of the count) are ahead; the window doubles next time
+        assert (first.requested, first.resume_at, first.scale) == (400, 200, 2)
+        skipped = reader.prefetch_neighbours("d", "mem://obj", spans[1:])  # nothing to do
+        assert skipped == NeighbourPrefetch(0, 200, 1)
         await trio.testing.wait_all_tasks_blocked()
-        again = reader.prefetch_neighbours("d", "mem://obj", spans[3:])
-        assert again == NeighbourPrefetch(400, 700, 1)  # the next run, then quiet until 700
-    assert target.ranges == [("mem://obj", 0, 400), ("mem://obj", 400, 800)]
+        again = reader.prefetch_neighbours("d", "mem://obj", spans[2:])
+        assert again == NeighbourPrefetch(200, 400, 2)  # topped up by two, quiet until 400
+    assert target.ranges == [("mem://obj", 0, 400), ("mem://obj", 400, 600)]
 
 
 async def test_a_neighbour_window_grows_by_its_scale_only_with_something_ahead(
@@ -126,17 +147,48 @@ async def test_a_neighbour_window_grows_by_its_scale_only_with_something_ahead(
     spans = [(start, start + 100) for start in range(0, 2000, 100)]
     async with reader.running():
         first = reader.prefetch_neighbours("d", "mem://obj", spans, 4)
-        assert (first.requested, first.scale) == (400, 1)  # nothing ahead: the first window
+        assert (first.requested, first.scale) == (400, 2)  # nothing ahead: the first window
         await trio.testing.wait_all_tasks_blocked()
         grown = reader.prefetch_neighbours("d", "mem://obj", spans[3:], 4)
-        assert (grown.requested, grown.scale) == (1600, 4)  # one span ahead: four times
+        # one span ahead: four times the window (the most), topped up to its end
+        assert (grown.requested, grown.scale) == (1500, 4)
     # the parts grow with the window
     assert sorted(target.ranges) == [
         ("mem://obj", 0, 200),
         ("mem://obj", 200, 400),
         ("mem://obj", 400, 1200),
-        ("mem://obj", 1200, 2000),
+        ("mem://obj", 1200, 1900),
     ]
+
+
+async def test_a_full_neighbour_window_that_reads_still_wait_for_grows_further(
+    target: MemoryTarget,
+) -> None:
+    reader = reader_for(
+        target, neighbour_bytes=400, neighbour_part_bytes=400, neighbour_growth=1, late_growth=4
+    )
+    spans = [(start, start + 100) for start in range(0, 6000, 100)]
+    scales, scale, position = [], 1, 0
+    async with reader.running(), trio.open_nursery() as nursery:
+        for waits in (True, True, True, False, True):
+            target.gate = gate = trio.Event()
+            answer = reader.prefetch_neighbours("d", "mem://obj", spans[position:], scale)
+            await trio.testing.wait_all_tasks_blocked()  # the run's request waits at the gate
+            if waits:  # a read of the run's last span comes before the run's answer
+                last = Range("mem://obj", target.ranges[-1][2] - 100, 100)
+                nursery.start_soon(reader.read, "k", last, 0, 100)
+                await trio.testing.wait_all_tasks_blocked()
+            gate.set()
+            await trio.testing.wait_all_tasks_blocked()
+            scale, position = answer.scale, answer.resume_at // 100
+            scales.append(scale)
+    # growth 1: the window does not grow while what it fetched is ahead in time; each wait
+    # doubles how far it may reach, up to late_growth times (4): 400 bytes, 800, then 1600
+    assert scales == [1, 2, 4, 4, 4]
+    assert reader.statistics().prefetch_waits == 4
+    # the window reaches further, but its parts keep their size (larger cost more CPU)
+    assert max(end - start for _, start, end in target.ranges) == 400
+    assert target.ranges[-1][2] > 1600
 
 
 async def test_neighbour_spans_are_claimed_at_once_and_settled_from_one_request(
