@@ -16,6 +16,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
+from tests.delay_proxy import DelayProxy
 from tests.servers import (
     AWS_VARIABLES_TO_CLEAR,
     DUMMY_AWS_ENVIRONMENT,
@@ -143,6 +144,26 @@ def test_range_server_keeps_connections_alive() -> None:
             response = conn.getresponse()
             assert response.read() == DATA[start : start + 10]
         assert server.count("GET") == 10
+
+
+def test_delay_proxy_holds_each_request_and_passes_answers_intact() -> None:
+    big = os.urandom(8 * 1024 * 1024)
+    with (
+        RangeHTTPServer({"a.bin": DATA, "big.bin": big}) as server,
+        DelayProxy(server.port, 0.05) as proxy,
+        connection(proxy.port) as conn,
+    ):
+        for path, range_, expected in (
+            ("/a.bin", "bytes=10-19", DATA[10:20]),
+            ("/big.bin", None, big),
+            ("/a.bin", None, DATA),
+        ):
+            started = time.monotonic()
+            conn.request("GET", path, headers={"Range": range_} if range_ else {})
+            assert conn.getresponse().read() == expected
+            assert time.monotonic() - started >= 0.05
+        assert (proxy.connections, server.count("GET")) == (1, 3)  # one connection, kept
+    assert proxy.requests == 3
 
 
 @pytest.mark.http
