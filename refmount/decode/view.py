@@ -47,7 +47,8 @@ CACHE_SHARE = 4
 
 
 class DecodeError(TargetError):
-    """A chunk could not be decoded: ``EIO``, naming the key, the codec and the reason."""
+    """A chunk could not be decoded: ``EIO``, naming the stored chunk's URL, the codec and
+    the reason (and the key, once the filesystem attaches it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,10 +391,10 @@ class DecodingReader:
         return self._inner.spawn(job, what)
 
     def prefetch_neighbours(
-        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
+        self, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
     ) -> NeighbourPrefetch:
         """Prefetch stored bytes of neighbouring chunks (decoded when read)."""
-        return self._inner.prefetch_neighbours(key, url, spans, scale)
+        return self._inner.prefetch_neighbours(url, spans, scale)
 
     def statistics(self) -> ReaderStatistics:
         """Return the read path's counters."""
@@ -457,7 +458,7 @@ class DecodingReader:
             return cached
         failed = self._failed.covering(key, 0, pipeline.size)
         if failed is not None:
-            raise RecentFailureError(key, failed)
+            raise RecentFailureError(failed)
 
         async def decode() -> Data:
             total = await self._inner.size(key, reference)
@@ -468,7 +469,7 @@ class DecodingReader:
                 )
             except DecodeFailed as error:
                 url = "inline" if isinstance(reference, Inline) else reference.url
-                failure = DecodeError(key, url, f"cannot decode ({error.codec}): {error.reason}")
+                failure = DecodeError(url, f"cannot decode ({error.codec}): {error.reason}")
                 self._failed.remember(key, 0, pipeline.size, failure)
                 raise failure from None
             cache.put(cache_key, data)

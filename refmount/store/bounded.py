@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from refmount.errors import RemoteError
+from refmount.errors import TargetReadError
 
 FileSystem = Any
 """An ``fsspec.AbstractFileSystem``; fsspec has no type hints."""
@@ -19,9 +19,9 @@ IDENTITY = frozenset({"", "identity"})
 """``Content-Encoding`` values that leave the bytes as they are."""
 
 
-def _refused(url: str, problem: str) -> RemoteError:
+def _refused(url: str, problem: str) -> TargetReadError:
     """Return the error for an answer the store will not take (never retried)."""
-    return RemoteError(url, problem, retryable=False)
+    return TargetReadError(url, problem, retryable=False)
 
 
 async def bounded_http_range(

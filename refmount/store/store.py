@@ -15,14 +15,14 @@ files are read through descriptors kept open (``local_files.LocalFiles``: from t
 cache on the loop's thread, else in a worker thread given up on at the deadline, at most a
 few per file; only regular files outside the mount); other blocking filesystems run in
 worker threads. All worker threads are bounded by one ``trio.CapacityLimiter``. Every
-failure leaves as ``RemoteError`` (``failures``), marked retryable or not; retrying is the
+failure leaves as ``TargetError`` (``failures``), marked retryable or not; retrying is the
 reader's business.
 
 Storage options (``options``) may be keyed by URL prefix (``https://host``); each
 (protocol, option key) gets its own filesystem instance, so credentials meant for one host
 never reach another. With pinning on, each target's version (``pins``: ETag, else
 mtime/Last-Modified and size) is recorded by its first use and every later read is checked
-against it (``RemoteChangedError``). On shared mounts, ``roots`` keeps local reads inside
+against it (``TargetChangedError``). On shared mounts, ``roots`` keeps local reads inside
 the local roots.
 """
 
@@ -43,12 +43,12 @@ import fsspec.core
 import trio
 
 from refmount.config import FETCHERS
-from refmount.errors import RemoteChangedError, RemoteError
+from refmount.errors import TargetChangedError, TargetError, TargetReadError
 from refmount.flight import SingleFlight
 from refmount.lru import LRU
 from refmount.store.bounded import bounded_http_range, bounded_s3_range
 from refmount.store.bridge import wait_for_future
-from refmount.store.failures import http_status, remote_error
+from refmount.store.failures import http_status, target_error
 from refmount.store.local_files import LocalFiles
 from refmount.store.obstore_engine import (
     ObstoreEngine,
@@ -94,7 +94,7 @@ class Store:
     ``local_roots``, when given, restricts local targets (checked again at every read, and
     the real path is what is read). Local targets inside ``own_mount`` (the mountpoint) are
     refused: reading them would ask this very mount. ``pin`` records each target's version
-    at first use; a later read of another version fails with ``RemoteChangedError``.
+    at first use; a later read of another version fails with ``TargetChangedError``.
     """
 
     def __init__(
@@ -239,7 +239,7 @@ class Store:
         else:
             size = await self._fsspec_size(url)
         if not isinstance(size, int):
-            raise RemoteError(url, "the target does not report its size")
+            raise TargetReadError(url, "the target does not report its size")
         return size
 
     async def _fsspec_size(self, url: str) -> object:
@@ -257,7 +257,7 @@ class Store:
         """Read ``[start, end)`` through obstore on fsspec's loop (``obstore_engine``).
 
         Pinned, the read carries the version (``If-Match``, else ``If-Unmodified-Since``);
-        a 412 becomes ``RemoteChangedError``. A pin that no header can carry (a weak ETag)
+        a 412 becomes ``TargetChangedError``. A pin that no header can carry (a weak ETag)
         is checked again once it is old, as on fsspec.
         """
         if end <= start:
@@ -270,14 +270,14 @@ class Store:
             data = await self._on_fsspec_loop(
                 url, lambda: engine.read(url, plan, start, end, condition)
             )
-        except RemoteError as error:
+        except TargetError as error:
             if pin is None or not isinstance(error.__cause__, PreconditionFailed):
                 raise
             try:
                 now = (await self._current_version(url, None, url)).describe()
-            except RemoteError:
+            except TargetError:
                 now = "another version (HTTP 412)"
-            raise RemoteChangedError(url, pin.describe(), now) from None
+            raise TargetChangedError(url, pin.describe(), now) from None
         if pin is not None and not condition:
             await self._recheck(url, None, url, pin)
         return data
@@ -290,7 +290,7 @@ class Store:
         roots = self._local_roots
         if roots is not None:
             if route.kind is not Kind.LOCAL:
-                roots.resolve(url)  # raises RemoteAccessError
+                roots.resolve(url)  # raises TargetAccessError
                 return self._filesystem(url, key)
             # path look-ups in a worker thread of the file's own: its filesystem may hang
             path = roots.local_path(url) or url
@@ -302,7 +302,7 @@ class Store:
         try:
             return self._filesystem_for(url, key)
         except Exception as error:
-            raise RemoteError(url, f"cannot open a filesystem for it: {error}") from error
+            raise TargetReadError(url, f"cannot open a filesystem for it: {error}") from error
 
     # ------------------------------------------------------------------ pinning
 
@@ -377,15 +377,15 @@ class Store:
             return await self._on_fsspec_loop(url, read)
         try:
             return await self._on_fsspec_loop(url, functools.partial(read, condition))
-        except RemoteError as error:
+        except TargetError as error:
             if http_status(error.__cause__ or error) != PRECONDITION_FAILED:
                 raise
         assert pin is not None
         try:
             now = (await self._current_version(url, fs, path)).describe()
-        except RemoteError:
+        except TargetError:
             now = "another version (HTTP 412)"
-        raise RemoteChangedError(url, pin.describe(), now)
+        raise TargetChangedError(url, pin.describe(), now)
 
     async def _recheck(self, url: str, fs: FileSystem, path: str, pin: Pin) -> None:
         """Where a read cannot carry the version: ask again once the last check is old."""
@@ -393,7 +393,7 @@ class Store:
             return
         current = await self._current_version(url, fs, path)
         if not pin.same(current):
-            raise RemoteChangedError(url, pin.describe(), current.describe())
+            raise TargetChangedError(url, pin.describe(), current.describe())
         pin.checked = current.checked
 
     def read_now(self, url: str, start: int, end: int) -> bytes | None:
@@ -412,7 +412,7 @@ class Store:
             try:  # at every read, as read_range does: a link swapped since is refused there
                 if self._local_roots.resolve(url) != path:
                     return None
-            except RemoteError:
+            except TargetError:
                 return None
         found = self._local.read_now(path, start, end)
         if found is None:
@@ -437,22 +437,22 @@ class Store:
         try:
             data, status = await self._local.read(path, start, end)
         except OSError as error:
-            raise remote_error(url, error) from error
+            raise target_error(url, error) from error
         self._local_paths[url] = path
         if pin is None or not pin.known:
             return data
         now = self._clock()
         current = Pin.from_stat(status, now)
         if not pin.same(current):
-            raise RemoteChangedError(url, pin.describe(), current.describe())
+            raise TargetChangedError(url, pin.describe(), current.describe())
         if now - pin.checked >= self._recheck_after:
             try:
                 at_path = Pin.from_stat(await self._local.path_status(path), now)
             except OSError as error:
-                raise remote_error(url, error) from error
+                raise target_error(url, error) from error
             if not pin.same(at_path):
                 self._local.forget(path)
-                raise RemoteChangedError(url, pin.describe(), at_path.describe())
+                raise TargetChangedError(url, pin.describe(), at_path.describe())
             pin.checked = now
         return data
 
@@ -461,7 +461,7 @@ class Store:
         try:
             return await self._local.status(path)
         except OSError as error:
-            raise remote_error(url, error) from error
+            raise target_error(url, error) from error
 
     # ------------------------------------------------------------------ running requests
 
@@ -478,10 +478,10 @@ class Store:
             future = asyncio.run_coroutine_threadsafe(coroutine(), loop)
             try:
                 return await wait_for_future(future)
-            except (trio.Cancelled, RemoteError):
+            except (trio.Cancelled, TargetError):
                 raise
             except Exception as error:
-                raise remote_error(url, error) from error
+                raise target_error(url, error) from error
 
     async def _in_thread(self, url: str, function: Callable[[], T]) -> T:
         try:
@@ -489,4 +489,4 @@ class Store:
                 function, limiter=self._threads, abandon_on_cancel=True
             )
         except Exception as error:
-            raise remote_error(url, error) from error
+            raise target_error(url, error) from error

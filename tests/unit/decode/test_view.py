@@ -163,7 +163,7 @@ async def test_concurrent_reads_share_one_decode_kept_until_all_is_served() -> N
     assert len(target.ranges) == 2  # every byte went out: it left the cache, as fetched data does
 
 
-async def test_a_chunk_that_inflates_past_its_size_is_eio_naming_key_and_codec() -> None:
+async def test_a_chunk_that_inflates_past_its_size_is_eio_naming_url_and_codec() -> None:
     references, target = make_set()
     bomb = numcodecs.Zlib().encode(b"\0" * (4 * MIB))
     target.objects["memory://bomb"] = bytes(bomb)
@@ -173,7 +173,7 @@ async def test_a_chunk_that_inflates_past_its_size_is_eio_naming_key_and_codec()
     with pytest.raises(DecodeError) as failed:
         await reader.read("x/0.0", references.explicit["x/0.0"], 0, 48)
     assert failed.value.errno == 5
-    assert "'x/0.0'" in str(failed.value)
+    assert "memory://bomb" in str(failed.value)
     assert "zlib" in str(failed.value)
     assert "inflates past" in str(failed.value)
     good = references.get("x/1.0")

@@ -105,16 +105,16 @@ async def test_neighbour_prefetch_says_where_asking_again_can_do_anything(
 ) -> None:
     reader = reader_for(target, neighbour_bytes=1000, neighbour_count=4)
     spans = [(start, start + 100) for start in range(0, 1000, 100)]
-    assert reader.prefetch_neighbours("d", "mem://obj", spans).resume_at == 0  # not running
+    assert reader.prefetch_neighbours("mem://obj", spans).resume_at == 0  # not running
     async with reader.running():
-        first = reader.prefetch_neighbours("d", "mem://obj", spans)
+        first = reader.prefetch_neighbours("mem://obj", spans)
         # four spans (the count) requested; from the fourth on, fewer than two are ahead
         assert (first.requested, first.resume_at) == (400, 300)
         for skipped in (1, 2):  # what a caller may skip: there is nothing to do there
-            answer = reader.prefetch_neighbours("d", "mem://obj", spans[skipped:])
+            answer = reader.prefetch_neighbours("mem://obj", spans[skipped:])
             assert answer == NeighbourPrefetch(0, 300, 1)
         await trio.testing.wait_all_tasks_blocked()
-        again = reader.prefetch_neighbours("d", "mem://obj", spans[3:])
+        again = reader.prefetch_neighbours("mem://obj", spans[3:])
         assert again == NeighbourPrefetch(400, 700, 1)  # the next run, then quiet until 700
     assert target.ranges == [("mem://obj", 0, 400), ("mem://obj", 400, 800)]
 
@@ -125,10 +125,10 @@ async def test_a_neighbour_window_grows_by_its_scale_only_with_something_ahead(
     reader = reader_for(target, neighbour_bytes=400, neighbour_part_bytes=200)
     spans = [(start, start + 100) for start in range(0, 2000, 100)]
     async with reader.running():
-        first = reader.prefetch_neighbours("d", "mem://obj", spans, 4)
+        first = reader.prefetch_neighbours("mem://obj", spans, 4)
         assert (first.requested, first.scale) == (400, 1)  # nothing ahead: the first window
         await trio.testing.wait_all_tasks_blocked()
-        grown = reader.prefetch_neighbours("d", "mem://obj", spans[3:], 4)
+        grown = reader.prefetch_neighbours("mem://obj", spans[3:], 4)
         assert (grown.requested, grown.scale) == (1600, 4)  # one span ahead: four times
     # the parts grow with the window
     assert sorted(target.ranges) == [
@@ -144,9 +144,9 @@ async def test_neighbour_spans_are_claimed_at_once_and_settled_from_one_request(
 ) -> None:
     reader = reader_for(target, neighbour_bytes=4096)
     spans = [(0, 1000), (1000, 2000), (2050, 3000), (3000, 3500), (3500, 5000)]
-    assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 0  # not running
+    assert reader.prefetch_neighbours("mem://obj", spans).requested == 0  # not running
     async with reader.running():
-        assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 3500  # 5000: far
+        assert reader.prefetch_neighbours("mem://obj", spans).requested == 3500  # 5000: far
         await trio.testing.wait_all_tasks_blocked()
         assert target.ranges == [("mem://obj", 0, 3500)]
         for start, end in spans[:4]:  # cached under the keys reads use
@@ -160,7 +160,7 @@ async def test_entries_of_one_coalesced_request_share_its_memory(target: MemoryT
     reader = reader_for(target, neighbour_bytes=4096)
     spans = [(0, 1000), (1000, 2000), (2050, 3000)]
     async with reader.running():
-        assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 3000
+        assert reader.prefetch_neighbours("mem://obj", spans).requested == 3000
         await trio.testing.wait_all_tasks_blocked()
         assert reader.statistics().bytes_cached == 3000  # one answer, the gap included
         for start, end in spans[:2]:
