@@ -445,15 +445,29 @@ async def test_the_store_checks_local_roots_at_every_read(tmp_path: Path) -> Non
         await store.read_range(f"simplecache::file://{secret}", 0, 1)
 
 
-async def test_read_now_resolves_links_under_local_roots_at_every_read(tmp_path: Path) -> None:
+async def test_under_local_roots_every_read_resolves_links_once_in_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     skip_unless_nowait(tmp_path)
     root, link, secret = link_in_a_root(tmp_path)
-    store = Store(local_roots=LocalRoots([str(root)]))
+    roots = LocalRoots([str(root)])
+    store = Store(local_roots=roots)
+    loop_thread = threading.get_ident()
+    resolved_in: list[int] = []
+    resolve = roots.resolve
+
+    def counted(url: str) -> str:
+        resolved_in.append(threading.get_ident())
+        return resolve(url)
+
+    monkeypatch.setattr(roots, "resolve", counted)
     assert await store.read_range(str(link), 0, 4) == b"0123"
-    assert store.read_now(str(link), 4, 8) == b"4567"
+    assert store.read_now(str(link), 4, 8) is None  # no path look-up on the event loop
+    assert await store.read_range(str(link), 4, 8) == b"4567"
+    assert len(resolved_in) == 2
+    assert loop_thread not in resolved_in
     link.unlink()
     link.symlink_to(secret)
-    assert store.read_now(str(link), 4, 8) is None
     with pytest.raises(TargetAccessError):
         await store.read_range(str(link), 4, 8)
 
@@ -680,6 +694,23 @@ async def test_a_hostile_http_answer_is_refused_without_reading_it_whole(
         assert problem in caught.value.problem
         assert caught.value.retryable is False
         assert caught.value.url == server.url_for("obj")
+
+
+async def test_a_range_read_looks_its_route_up_once(
+    fetcher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with RangeHTTPServer({"obj": RANGE_DATA}) as server:
+        store = Store(fetcher=fetcher)
+        looked_up: list[str] = []
+        route = store._route
+
+        def counted(url: str) -> Any:
+            looked_up.append(url)
+            return route(url)
+
+        monkeypatch.setattr(store, "_route", counted)
+        assert await store.read_range(server.url_for("obj"), 10, 20) == RANGE_DATA[10:20]
+        assert looked_up == [server.url_for("obj")]
 
 
 async def test_http_ranges_ask_for_identity_and_never_inflate(fetcher: str) -> None:
