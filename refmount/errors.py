@@ -11,15 +11,18 @@
     │   ├── NotFoundError               ENOENT
     │   ├── ReadOnlyError               EROFS
     │   └── NoAttributeError            ENODATA
-    ├── RemoteError                     EIO, a target URL could not be read (store level)
-    │   ├── RemoteAccessError           EACCES, a local target outside the allowed roots
-    │   └── RemoteChangedError          the target is no longer the version pinned
-    └── TargetError                     EIO, names the key and the URL
-        ├── TargetReadError             the target failed (cause chained)
-        ├── TargetChangedError          the target changed since its first use
+    └── TargetError                     EIO, a target URL could not be read: names the URL, and
+        │                               the file's key once the filesystem attaches it
+        ├── TargetReadError             the target failed (missing, unreachable, refused)
+        ├── TargetChangedError          the target is no longer the version pinned
         ├── TargetAccessError           EACCES, the target may not be read by this mount
-        ├── RecentFailureError          the same range failed less than a second ago
-        └── ShortReadError              the target returned fewer bytes than declared
+        ├── ShortReadError              the target returned fewer bytes than declared
+        └── RecentFailureError          the same range failed less than a second ago (its errno)
+
+A failing target read raises one ``TargetError`` from where it fails (the store, the read
+path), with the URL and the problem, and says whether trying again may help. The read path
+does not name files in its errors: the filesystem attaches the file's key (``for_key``) where
+it answers the kernel's request, so the one log line of a failure names the key and the URL.
 """
 
 from __future__ import annotations
@@ -111,52 +114,50 @@ class NoAttributeError(FilesystemError):
         super().__init__(errno_codes.ENODATA, message)
 
 
-class RemoteError(RefmountError):
-    """The store could not read a URL; carries the URL, the underlying error's text, and
-    whether trying again may help (connection errors, timeouts, 5xx, 408, 429)."""
-
-    def __init__(self, url: str, problem: str, *, retryable: bool = False) -> None:
-        self.url = url
-        self.problem = problem
-        self.retryable = retryable
-        super().__init__(f"{url}: {problem}")
-
-
-class RemoteAccessError(RemoteError):
-    """A local target lies outside the directories this mount may read (``--local-root``)."""
-
-    errno = errno_codes.EACCES
-
-
-class RemoteChangedError(RemoteError):
-    """The target is no longer the version pinned at its first use; never retried."""
-
-    def __init__(self, url: str, pinned: str, now: str) -> None:
-        self.pinned = pinned
-        self.now = now
-        super().__init__(url, f"the target changed since its first use: pinned {pinned}, now {now}")
-
-
 class TargetError(RefmountError):
-    """Reading a reference's target failed; the message names the key, the URL and, when the
-    request was tried more than once, how many attempts were made."""
+    """Reading a target URL failed: the URL, the problem, whether trying again may help
+    (``retryable``: connection errors, timeouts, 5xx, 408, 429, short bodies) and, once the
+    filesystem attached it, the key of the file being served.
 
-    def __init__(self, key: str, url: str, problem: str) -> None:
-        self.key = key
+    The message names the key (when attached), the URL, the problem and, when the request
+    was tried more than once, how many attempts were made.
+    """
+
+    retryable: bool = False
+
+    def __init__(self, url: str, problem: str, *, retryable: bool | None = None) -> None:
         self.url = url
         self.problem = problem
+        if retryable is not None:
+            self.retryable = retryable
+        self.key: str | None = None
         self.attempts = 1
         super().__init__(self._message())
 
     def _message(self) -> str:
+        where = self.url if self.key is None else f"key {self.key!r} ({self.url})"
         tries = f" (after {self.attempts} attempts)" if self.attempts > 1 else ""
-        return f"key {self.key!r} ({self.url}): {self.problem}{tries}"
+        return f"{where}: {self.problem}{tries}"
+
+    def _renewed(self) -> Self:
+        self.args = (self._message(),)
+        return self
+
+    def during(self, what: str) -> Self:
+        """Return this error, its problem introduced by what failed (``read failed``)."""
+        self.problem = f"{what}: {self.problem}"
+        return self._renewed()
 
     def after_attempts(self, attempts: int) -> Self:
         """Return this error, saying it is the last of ``attempts`` attempts."""
         self.attempts = attempts
-        self.args = (self._message(),)
-        return self
+        return self._renewed()
+
+    def for_key(self, key: str) -> Self:
+        """Return this error naming ``key``, the file whose read failed (the filesystem
+        attaches it, once, where it answers the request)."""
+        self.key = key
+        return self._renewed()
 
 
 class TargetReadError(TargetError):
@@ -164,13 +165,37 @@ class TargetReadError(TargetError):
 
 
 class TargetChangedError(TargetError):
-    """The target changed since its version was pinned; reading it could mix two versions."""
+    """The target is no longer the version pinned at its first use; reading it could mix two
+    versions. Never retried."""
+
+    def __init__(self, url: str, pinned: str, now: str) -> None:
+        self.pinned = pinned
+        self.now = now
+        super().__init__(url, f"the target changed since its first use: pinned {pinned}, now {now}")
 
 
 class TargetAccessError(TargetError):
-    """The target may not be read by this mount (a local file outside ``--local-root``)."""
+    """The target may not be read by this mount (a local file outside ``--local-root``).
+
+    Never retried; the refusal reads the same whatever was being done (``during`` keeps it).
+    """
 
     errno = errno_codes.EACCES
+
+    def during(self, what: str) -> Self:
+        """Return this error as it is: a refusal is not a failed read."""
+        return self
+
+
+class ShortReadError(TargetError):
+    """The target is shorter than the reference declares; refmount never pads. Retried."""
+
+    retryable = True
+
+    def __init__(self, url: str, expected: int, received: int) -> None:
+        self.expected = expected
+        self.received = received
+        super().__init__(url, f"target returned {received} bytes, expected {expected}")
 
 
 class RecentFailureError(TargetError):
@@ -180,19 +205,10 @@ class RecentFailureError(TargetError):
     is logged at debug level only.
     """
 
-    def __init__(self, key: str, failure: TargetError) -> None:
-        super().__init__(key, failure.url, f"failed a moment ago: {failure.problem}")
+    def __init__(self, failure: TargetError) -> None:
+        super().__init__(failure.url, f"failed a moment ago: {failure.problem}")
         self.errno = failure.errno
         self.failure = failure
-
-
-class ShortReadError(TargetError):
-    """The target is shorter than the reference declares; refmount never pads."""
-
-    def __init__(self, key: str, url: str, expected: int, received: int) -> None:
-        self.expected = expected
-        self.received = received
-        super().__init__(key, url, f"target returned {received} bytes, expected {expected}")
 
 
 OnInvalid = Callable[[ReferenceFormatError], None]

@@ -94,7 +94,7 @@ class SingleFlight(Generic[T]):
             if flight.abandoned:
                 continue  # the leader was cancelled; try again ourselves
             if flight.error is not None:
-                raise RecentFailureError(flight.error.key, flight.error)
+                raise RecentFailureError(flight.error)
             assert flight.value is not None
             return flight.value
 

@@ -45,7 +45,7 @@ class MemoryTarget:
     """A reader ``Target`` over in-memory objects that counts requests and can fail them.
 
     ``truncate`` serves an object shorter than it is; ``failing`` URLs raise a permanent
-    ``RemoteError``; ``flaky[url] = n`` fails the next ``n`` requests with a retryable one;
+    ``TargetError``; ``flaky[url] = n`` fails the next ``n`` requests with a retryable one;
     ``ignore_range`` URLs answer every range with the whole object, like an HTTP server that
     ignores Range; ``gate`` (a ``trio.Event``) holds every request until it is set;
     ``at_hand`` URLs are answered by ``read_now`` (logged in ``immediate``) without a request.
@@ -63,13 +63,13 @@ class MemoryTarget:
     immediate: list[tuple[str, int, int]] = field(default_factory=list)
 
     def _fail(self, url: str) -> None:
-        from refmount.errors import RemoteError
+        from refmount.errors import TargetReadError
 
         if self.flaky.get(url, 0) > 0:
             self.flaky[url] -= 1
-            raise RemoteError(url, "injected 503", retryable=True)
+            raise TargetReadError(url, "injected 503", retryable=True)
         if url in self.failing or url not in self.objects:
-            raise RemoteError(url, "injected failure")
+            raise TargetReadError(url, "injected failure")
 
     async def read_range(self, url: str, start: int, end: int) -> bytes:
         self.ranges.append((url, start, end))
@@ -174,7 +174,7 @@ class DictReferences:
 
 @dataclass
 class RaisingTarget(MemoryTarget):
-    """A ``MemoryTarget`` whose ``raises[url]`` error (a ``RemoteError``) answers every request
+    """A ``MemoryTarget`` whose ``raises[url]`` error (a ``TargetError``) answers every request
     for that URL; counts them in ``ranges`` and ``sizes`` like its parent."""
 
     raises: dict[str, Exception] = field(default_factory=dict)

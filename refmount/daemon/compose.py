@@ -32,7 +32,7 @@ def decode_view(
 ) -> tuple[ReferenceSet, ReadPath]:
     """Return the ``--decode`` view of the references and the reader."""
     try:
-        from refmount.decode.view import decoded_view  # numcodecs, only for --decode
+        from refmount.decode.reader import decoded_view  # numcodecs, only for --decode
     except ImportError as error:
         raise MountError(
             f"--decode needs numcodecs ({error}); install it with: pip install 'refmount[decode]'"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import itertools
 import logging
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -19,6 +21,7 @@ from refmount.errors import (
     NotFoundError,
     ReadOnlyError,
     TargetAccessError,
+    TargetError,
     TargetReadError,
 )
 from refmount.fuse.listing import ListedEntry, Listing
@@ -201,8 +204,9 @@ class RefFilesystem:
         return await self._file_attributes(inode)
 
     async def _file_attributes(self, inode: Inode) -> Attributes:
-        reference = await self._reference(inode)
-        return self._attributes(inode, False, await self._size(inode, reference))
+        with self._serving(inode):
+            reference = await self._reference(inode)
+            return self._attributes(inode, False, await self._size(inode, reference))
 
     async def opendir(self, inode: Inode) -> None:
         """Check that ``inode`` is a directory that can be listed."""
@@ -243,11 +247,12 @@ class RefFilesystem:
             return self._open_virtual(virtual)
         if self._tree.is_dir(inode):
             raise FilesystemError(errno.EISDIR)
-        reference, key = await self._reference_and_key(inode)
-        if self._target_problem is not None and key is None:
-            self._check_target(inode, reference)  # a chunk; a static key was checked at start
-        if isinstance(reference, Whole):
-            await self._size(inode, reference)  # EIO while the target cannot tell (kept once known)
+        with self._serving(inode):
+            reference, key = await self._reference_and_key(inode)
+            if self._target_problem is not None and key is None:
+                self._check_target(reference)  # a chunk; a static key was checked at start
+            if isinstance(reference, Whole):
+                await self._size(inode, reference)  # EIO while the target cannot tell
         handle = FileHandle(next(self._handles))
         self._open[handle] = OpenFile(
             inode,
@@ -279,7 +284,8 @@ class RefFilesystem:
             return opened.reference.data[offset : offset + size]
         if opened.opening is not None:
             opened.opening.asked = True
-        return await self._reader.read(opened.key, opened.reference, offset, size)
+        with _naming(lambda: opened.key):
+            return await self._reader.read(opened.key, opened.reference, offset, size)
 
     def release(self, handle: FileHandle) -> None:
         """Forget an open file."""
@@ -303,15 +309,16 @@ class RefFilesystem:
         """Return one of ``user.refmount.{kind,url,offset,length}``."""
         if name not in await self.listxattr(inode):
             raise NoAttributeError(name)
-        reference = await self._reference(inode)
-        field = name.removeprefix(XATTR_PREFIX)
-        if field == "kind":
-            return reference_kind(reference).encode()
-        if field == "url":
-            return b"" if isinstance(reference, Inline) else reference.url.encode()
-        if field == "offset":
-            return str(reference.offset if isinstance(reference, Range) else 0).encode()
-        return str(await self._size(inode, reference)).encode()
+        with self._serving(inode):
+            reference = await self._reference(inode)
+            field = name.removeprefix(XATTR_PREFIX)
+            if field == "kind":
+                return reference_kind(reference).encode()
+            if field == "url":
+                return b"" if isinstance(reference, Inline) else reference.url.encode()
+            if field == "offset":
+                return str(reference.offset if isinstance(reference, Range) else 0).encode()
+            return str(await self._size(inode, reference)).encode()
 
     # ------------------------------------------------------------------ statistics
 
@@ -368,12 +375,10 @@ class RefFilesystem:
             )
         except OSError as error:
             raise TargetReadError(
-                self._tree.path(inode),
-                references.source,
-                f"cannot read the record file that holds this chunk: {error}",
+                references.source, f"cannot read the record file that holds this chunk: {error}"
             ) from error
 
-    def _check_target(self, inode: Inode, reference: Reference) -> None:
+    def _check_target(self, reference: Reference) -> None:
         """Refuse a chunk whose target this mount may not read (asked once per URL)."""
         if isinstance(reference, Inline) or self._target_problem is None:
             return
@@ -382,7 +387,11 @@ class RefFilesystem:
             self._problems[url] = self._target_problem(url)
         problem = self._problems[url]
         if problem is not None:
-            raise TargetAccessError(self._tree.path(inode), url, problem)
+            raise TargetAccessError(url, problem)
+
+    def _serving(self, inode: Inode) -> contextlib.AbstractContextManager[None]:
+        """Name the file ``inode`` (its key) in a target error raised inside."""
+        return _naming(functools.partial(self._tree.path, inode))
 
     def _attributes(self, inode: Inode, is_dir: bool, size: int) -> Attributes:
         owner = self._owner
@@ -397,3 +406,15 @@ class RefFilesystem:
         self._require(inode)
         if inode in self._virtual or not self._tree.is_dir(inode):
             raise FilesystemError(errno.ENOTDIR)
+
+
+@contextlib.contextmanager
+def _naming(key: Callable[[], str]) -> Iterator[None]:
+    """Attach the file's ``key()`` to a ``TargetError`` raised inside: where a failed target
+    read learns which file it served (the store and the read path know only the URL). The
+    key is only worked out for an error."""
+    try:
+        yield
+    except TargetError as error:
+        error.for_key(key())
+        raise

@@ -180,11 +180,9 @@ class Listing:
         try:
             return await trio.to_thread.run_sync(work, limiter=self._threads)
         except OSError as error:
-            raise TargetReadError(
-                self._references.source,
-                self._references.source,
-                f"cannot list the record files: {error}",
-            ) from error
+            source = self._references.source
+            failure = TargetReadError(source, f"cannot list the record files: {error}")
+            raise failure.for_key(source) from error
 
     def _static_sizes(self, inode: Inode, run: ChildRun) -> list[int | None]:
         """Return the sizes of a run of stored keys' nodes: lengths in bulk, then each

@@ -181,9 +181,7 @@ class Neighbours:
             if start >= end:  # overlapping or repeated references are left out
                 spans.append((start, stop))
                 end = stop
-        prefetch = self._reader.prefetch_neighbours(
-            self._tree.path(parent), reference.url, spans, siblings.scale
-        )
+        prefetch = self._reader.prefetch_neighbours(reference.url, spans, siblings.scale)
         siblings.quiet_from, siblings.quiet_until = reference.offset, prefetch.resume_at
         siblings.scale = prefetch.scale
 

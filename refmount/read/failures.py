@@ -1,19 +1,10 @@
-"""Failed target reads: the ``TargetError`` (naming the file's key) that stands for the
-store's ``RemoteError``, and the ranges that failed lately, answered again at once."""
+"""Target ranges whose reads failed lately, answered again at once with their error."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from refmount.errors import (
-    RemoteAccessError,
-    RemoteChangedError,
-    RemoteError,
-    TargetAccessError,
-    TargetChangedError,
-    TargetError,
-    TargetReadError,
-)
+from refmount.errors import TargetError
 from refmount.lru import LRU
 
 FAILED_RANGE_SECONDS = 1.0
@@ -50,12 +41,3 @@ class RecentFailures:
             elif failed_url == url and first <= start and end <= last:
                 return error
         return None
-
-
-def target_error(key: str, url: str, what: str, remote: RemoteError) -> TargetError:
-    """Return the ``TargetError`` (naming ``key``) that stands for the store's ``remote``."""
-    if isinstance(remote, RemoteAccessError):
-        return TargetAccessError(key, url, remote.problem)
-    if isinstance(remote, RemoteChangedError):
-        return TargetChangedError(key, url, f"{what}: {remote.problem}")
-    return TargetReadError(key, url, f"{what}: {remote.problem}")

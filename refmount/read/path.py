@@ -74,7 +74,7 @@ class ReadPath(Protocol):
         ...
 
     def prefetch_neighbours(
-        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
+        self, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
     ) -> NeighbourPrefetch:
         """Fetch the stored bytes of neighbouring references ahead of reads."""
         ...

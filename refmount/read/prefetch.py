@@ -35,8 +35,8 @@ REFILL = 4
 SEEK_BACK = 1024 * 1024
 """How far before the end of the last read a read may start and still count as sequential."""
 
-Fetch = Callable[[str, str, int, int], Awaitable[Data]]
-"""``fetch(key, url, start, end)``: a range through the cache and the single-flight table."""
+Fetch = Callable[[str, int, int], Awaitable[Data]]
+"""``fetch(url, start, end)``: a range through the cache and the single-flight table."""
 
 
 class Prefetcher:
@@ -164,23 +164,23 @@ class Prefetcher:
                 break
             self._cache.reserve(stop - start)  # until the task takes over
             self.spawn(
-                functools.partial(self._prefetch_block, key, url, start, stop),
+                functools.partial(self._prefetch_block, url, start, stop),
                 f"{url} [{start}, {stop})",
             )
 
-    async def _prefetch_block(self, key: str, url: str, start: int, stop: int) -> None:
+    async def _prefetch_block(self, url: str, start: int, stop: int) -> None:
         self._cache.release(stop - start)  # the fetch counts it again from here on
         self.prefetches += 1
         self.bytes_prefetched += stop - start
-        await self._fetch(key, url, start, stop)
+        await self._fetch(url, start, stop)
 
     def prefetch_neighbours(
-        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
+        self, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
     ) -> NeighbourPrefetch:
         """Fetch the first spans of ``url`` that are neither cached nor in flight, together.
 
         ``spans`` are ``(start, end)`` of references of up to ``whole_fetch_limit`` in one
-        object, in order, each starting after the previous one ends (``key`` names them in
+        object, in order, each starting after the previous one ends (``url`` names them in
         logs). Spans already cached or in flight at the front count as fetched ahead. The
         window is ``scale`` times ``neighbour_bytes``, ``neighbour_count`` and
         ``neighbour_part_bytes`` when something is ahead, and once those values when nothing
@@ -243,7 +243,7 @@ class Prefetcher:
             self.bytes_prefetched += last - first
             requested += last - first
             try:
-                job = functools.partial(self._coalesced, key, url, claimed)
+                job = functools.partial(self._coalesced, url, claimed)
                 self.spawn(job, f"{url} [{first}, {last})")
             except BaseException:
                 self._release(claimed, last - first)
@@ -261,13 +261,13 @@ class Prefetcher:
         return cap
 
     async def _coalesced(
-        self, key: str, url: str, claimed: list[tuple[tuple[str, int, int], Flight[Data]]]
+        self, url: str, claimed: list[tuple[tuple[str, int, int], Flight[Data]]]
     ) -> None:
         """Fetch the claimed spans in one request and settle each; abandon them on failure."""
         first, last = claimed[0][0][1], claimed[-1][0][2]
         try:
             try:
-                data = await self._request(key, url, first, last)
+                data = await self._request(url, first, last)
             finally:
                 self._cache.release(last - first)
             whole = memoryview(data)  # the entries share the answer's memory: no copies

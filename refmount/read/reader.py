@@ -118,10 +118,10 @@ class Reader:
         return self._prefetch.spawn(job, what)
 
     def prefetch_neighbours(
-        self, key: str, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
+        self, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
     ) -> NeighbourPrefetch:
         """Fetch the next run of neighbour spans ahead (``Prefetcher.prefetch_neighbours``)."""
-        return self._prefetch.prefetch_neighbours(key, url, spans, scale)
+        return self._prefetch.prefetch_neighbours(url, spans, scale)
 
     def known_size(self, reference: Reference) -> int | None:
         """Return the reference's size if it is known without asking the target."""
@@ -131,7 +131,8 @@ class Reader:
         return length
 
     async def size(self, key: str, reference: Reference) -> int:
-        """Return the number of bytes a read of the whole reference returns."""
+        """Return the number of bytes a read of the whole reference returns (whichever file
+        ``key`` serves it)."""
         known = self.known_size(reference)
         if known is not None:
             return known
@@ -139,9 +140,7 @@ class Reader:
         url = reference.url
 
         async def ask() -> int:
-            size = await self._retrier.run(
-                key, url, lambda: self._target.size(url), "cannot get size"
-            )
+            size = await self._retrier.run(url, lambda: self._target.size(url), "cannot get size")
             self._known_sizes[url] = size
             return size
 
@@ -155,7 +154,8 @@ class Reader:
         A read inside a whole-fetched reference is a view of the cached bytes, not a copy:
         the kernel copies it once more anyway, and the cached bytes never change. What the
         target has at hand (``read_now``: a local file in the page cache) is returned as it
-        is and not cached: the page cache already holds it.
+        is and not cached: the page cache already holds it. ``key`` names the file: the
+        block prefetcher follows each file's reads on their own.
         """
         self._reads += 1
         if isinstance(reference, Inline):
@@ -177,13 +177,13 @@ class Reader:
             cache_key = (reference.url, base, base + total)
             data: bytes | memoryview
             if offset == 0 and self._is_first_bytes(cache_key, end):
-                data = await self._request(key, reference.url, base, base + end)
+                data = await self._request(reference.url, base, base + end)
             else:
-                blob = await self._fetch(key, *cache_key)
+                blob = await self._fetch(*cache_key)
                 data = memoryview(blob)[offset:end]
             self._served(cache_key, end - offset)
         else:
-            data = await self._read_blocks(key, reference.url, base, total, offset, end)
+            data = await self._read_blocks(reference.url, base, total, offset, end)
             self._prefetch.follow(key, reference.url, base, total, offset, end)
         self._bytes_served += len(data)
         return data
@@ -205,15 +205,13 @@ class Reader:
             and not self._fetches.busy(cache_key)
         )
 
-    async def _read_blocks(
-        self, key: str, url: str, base: int, total: int, offset: int, end: int
-    ) -> bytes:
+    async def _read_blocks(self, url: str, base: int, total: int, offset: int, end: int) -> bytes:
         block = self._config.block_size
         pieces: list[Data] = []
         for number in range(offset // block, (end - 1) // block + 1):
             start = number * block
             stop = min(start + block, total)
-            piece = await self._fetch(key, url, base + start, base + stop)
+            piece = await self._fetch(url, base + start, base + stop)
             pieces.append(piece[max(offset - start, 0) : end - start])
             self._served((url, base + start, base + stop), len(pieces[-1]))
         return b"".join(pieces)
@@ -240,9 +238,7 @@ class Reader:
             self._partly_served.pop(cache_key)
         self._cache.discard(cache_key)
 
-    async def _fetch(
-        self, key: str, url: str, start: int, end: int, *, background: bool = False
-    ) -> Data:
+    async def _fetch(self, url: str, start: int, end: int, *, background: bool = False) -> Data:
         cache_key = (url, start, end)
         cached = self._cache.get(cache_key)
         if cached is not None:
@@ -254,7 +250,7 @@ class Reader:
             length = end - start
             self._cache.reserve(length)
             try:
-                data = await self._request(key, url, start, end, remember=not background)
+                data = await self._request(url, start, end, remember=not background)
             finally:
                 self._cache.release(length)
             self._cache.put(cache_key, data, reserve=self._cache.in_flight)
@@ -264,7 +260,6 @@ class Reader:
 
     async def _request(
         self,
-        key: str,
         url: str,
         start: int,
         end: int,
@@ -282,32 +277,32 @@ class Reader:
             failed = self._failures.covering(url, start, end)
             if failed is not None:
                 self._errors += 1
-                raise RecentFailureError(key, failed)
+                raise RecentFailureError(failed)
         try:
             return await self._retrier.run(
-                key, url, lambda: self._checked_range(key, url, start, end), what
+                url,
+                lambda: self._target.read_range(url, start, end),
+                what,
+                functools.partial(self._check_range, url, start, end),
             )
         except TargetError as error:
             if remember:
                 self._failures.remember(url, start, end, error)
             raise
 
-    async def _checked_range(self, key: str, url: str, start: int, end: int) -> Data:
-        """Fetch ``[start, end)`` and insist on exactly that many bytes."""
-        data = await self._target.read_range(url, start, end)
+    def _check_range(self, url: str, start: int, end: int, data: Data) -> None:
+        """Count a fetch of ``[start, end)`` and insist on exactly that many bytes."""
         self._fetch_count += 1
         self._bytes_fetched += len(data)
         expected = end - start
         if len(data) > expected:
             raise TargetReadError(
-                key,
                 url,
                 f"the server ignored the Range request: it sent {len(data)} bytes for a "
                 f"{expected}-byte range",
             )
         if len(data) < expected:
-            raise ShortReadError(key, url, expected, len(data))
-        return data
+            raise ShortReadError(url, expected, len(data))
 
     def statistics(self) -> ReaderStatistics:
         """Return the read path's counters."""

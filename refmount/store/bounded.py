@@ -4,10 +4,11 @@ range was ignored or the body is encoded."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from refmount.errors import RemoteError
+from refmount.errors import TargetReadError
 
 FileSystem = Any
 """An ``fsspec.AbstractFileSystem``; fsspec has no type hints."""
@@ -19,12 +20,25 @@ IDENTITY = frozenset({"", "identity"})
 """``Content-Encoding`` values that leave the bytes as they are."""
 
 
-def _refused(url: str, problem: str) -> RemoteError:
+def _refused(url: str, problem: str) -> TargetReadError:
     """Return the error for an answer the store will not take (never retried)."""
-    return RemoteError(url, problem, retryable=False)
+    return TargetReadError(url, problem, retryable=False)
 
 
-async def bounded_http_range(
+Read = Callable[[int], Awaitable[bytes]]
+"""``read(n)``: up to ``n`` more bytes of a body, ``b""`` at its end."""
+
+Stream = Callable[
+    [str, FileSystem, str, int, int, Mapping[str, str]],
+    AbstractAsyncContextManager[tuple[int, Read]],
+]
+"""Opens the answer to a range request, checked as far as its headers go: ``stream(url, fs,
+path, start, end, condition)`` yields its HTTP status and its body's ``read``, and closes
+the body (dropping the connection if it was not all read) on the way out."""
+
+
+async def bounded_range(
+    stream: Stream,
     url: str,
     fs: FileSystem,
     path: str,
@@ -32,18 +46,36 @@ async def bounded_http_range(
     end: int,
     condition: Mapping[str, str] | None = None,
 ) -> bytes:
-    """GET ``[start, end)`` of ``path`` through the HTTP filesystem's own session.
+    """GET ``[start, end)`` of ``path`` through ``stream`` (``http_stream``, ``s3_stream``).
+
+    A 200 (the whole object) to a range that does not start at 0 is refused before its
+    body is read. The body is read up to one byte past the range (that byte proves the
+    range was ignored) and no further.
+    """
+    expected = end - start
+    async with stream(url, fs, path, start, end, condition or {}) as (status, read):
+        if status == 200 and start > 0:  # the object from its byte 0: wrong bytes
+            raise _refused(url, _ignored_range(200, "the object from its start", expected))
+        data = await _read_at_most(read, expected + 1)
+        if len(data) > expected:
+            raise _refused(url, _ignored_range(status, "more bytes", expected))
+        return data
+
+
+@asynccontextmanager
+async def http_stream(
+    url: str, fs: FileSystem, path: str, start: int, end: int, condition: Mapping[str, str]
+) -> AsyncIterator[tuple[int, Read]]:
+    """Open ``[start, end)`` of ``path`` through the HTTP filesystem's own session.
 
     Asks for ``Accept-Encoding: identity`` and never inflates: an answer with another
     ``Content-Encoding`` is refused, as is one whose ``Content-Length`` exceeds the range,
-    before its body is read, and so is a 200 (the whole object) to a range that does not
-    start at 0. The body is read as a stream up to one byte past the range
-    (that byte proves the range was ignored) and the connection is dropped there.
+    before its body is read. A body left unread is not drained: the connection is dropped.
     """
     options = dict(getattr(fs, "kwargs", {}))
     headers = {
         **options.pop("headers", {}),
-        **(condition or {}),
+        **condition,
         "Range": f"bytes={start}-{end - 1}",
         "Accept-Encoding": "identity",
     }
@@ -66,24 +98,19 @@ async def bounded_http_range(
         announced = response.headers.get("Content-Length", "")
         if announced.isdigit() and int(announced) > expected:
             raise _refused(url, _ignored_range(response.status, f"{announced} bytes", expected))
-        if response.status == 200 and start > 0:  # the object from its byte 0: wrong bytes
-            raise _refused(url, _ignored_range(200, "the object from its start", expected))
-        data = await _read_at_most(response.content.read, expected + 1)
-        if len(data) > expected:
+        try:
+            yield response.status, response.content.read
+        except BaseException:
             response.close()  # the rest is never read: drop the connection
-            raise _refused(url, _ignored_range(response.status, "more bytes", expected))
-        return data
+            raise
 
 
-async def bounded_s3_range(
-    url: str,
-    fs: FileSystem,
-    path: str,
-    start: int,
-    end: int,
-    condition: Mapping[str, str] | None = None,
-) -> bytes:
-    """GET ``[start, end)`` of an S3 object, reading its body up to one byte past the range.
+@asynccontextmanager
+async def s3_stream(
+    url: str, fs: FileSystem, path: str, start: int, end: int, condition: Mapping[str, str]
+) -> AsyncIterator[tuple[int, Read]]:
+    """Open ``[start, end)`` of an S3 object (``condition`` is not used: s3fs reads are
+    checked against the pin afterwards).
 
     The object's bytes are what is read, whatever ``Content-Encoding`` it was stored with
     (botocore never inflates; s3fs does not either).
@@ -94,17 +121,10 @@ async def bounded_s3_range(
         "get_object", Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", **versioned
     )
     body = answer["Body"]
-    expected = end - start
-    status = answer.get("ResponseMetadata", {}).get("HTTPStatusCode", 206)
     try:
-        if status == 200 and start > 0:  # the object from its byte 0: wrong bytes
-            raise _refused(url, _ignored_range(200, "the object from its start", expected))
-        data = await _read_at_most(body.read, expected + 1)
+        yield answer.get("ResponseMetadata", {}).get("HTTPStatusCode", 206), body.read
     finally:
         body.close()
-    if len(data) > expected:
-        raise _refused(url, _ignored_range(status, "more bytes", expected))
-    return data
 
 
 def _ignored_range(status: int, sent: str, expected: int) -> str:
@@ -114,7 +134,7 @@ def _ignored_range(status: int, sent: str, expected: int) -> str:
     )
 
 
-async def _read_at_most(read: Callable[[int], Awaitable[bytes]], limit: int) -> bytes:
+async def _read_at_most(read: Read, limit: int) -> bytes:
     """Return the body ``read`` streams, stopping once ``limit`` bytes have come."""
     pieces: list[bytes] = []
     received = 0

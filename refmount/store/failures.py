@@ -1,11 +1,11 @@
-"""What a failed target read means: the ``RemoteError`` that stands for an exception of
+"""What a failed target read means: the ``TargetReadError`` that stands for an exception of
 fsspec, aiohttp, botocore or the OS, and whether trying again may help."""
 
 from __future__ import annotations
 
 import errno
 
-from refmount.errors import RemoteError
+from refmount.errors import TargetReadError
 
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504, 509, 598, 599})
 """HTTP statuses worth trying again (5xx that are not permanent, timeouts, throttling)."""
@@ -48,13 +48,13 @@ def http_status(error: BaseException) -> int | None:
     return None
 
 
-def remote_error(url: str, error: BaseException) -> RemoteError:
-    """Return the ``RemoteError`` that stands for ``error`` raised while reading ``url``."""
+def target_error(url: str, error: BaseException) -> TargetReadError:
+    """Return the ``TargetReadError`` that stands for ``error`` raised while reading ``url``."""
     text = _describe(error)
     cause = error.__cause__
     if cause is not None and type(error).__module__ == "builtins":
         text = f"{text} ({_describe(cause)})"  # fsspec's FileNotFoundError hides an HTTP status
-    return RemoteError(url, text, retryable=is_retryable(error))
+    return TargetReadError(url, text, retryable=is_retryable(error))
 
 
 def _describe(error: BaseException) -> str:

@@ -39,7 +39,7 @@ import obstore
 import obstore.exceptions
 from obstore.store import AzureStore, GCSStore, HTTPStore, S3Store
 
-from refmount.errors import RemoteError
+from refmount.errors import TargetReadError
 from refmount.store.failures import RETRYABLE_STATUS
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class PreconditionFailed(Exception):
     """The target's version is no longer the one pinned (HTTP 412)."""
 
 
-class RangeIgnored(RemoteError):
+class RangeIgnored(TargetReadError):
     """The server answered a range with something ``object_store`` will not read (not 206,
     or no ``Content-Length``): the store reads this URL through fsspec from then on, which
     accepts a whole object asked for whole and words the refusal precisely otherwise."""
@@ -228,7 +228,7 @@ class ObstoreEngine:
             result = await obstore.get_async(self.store_for(plan), plan.path, options=options)
             encoding = str(result.attributes.get("Content-Encoding", "")).strip().lower()
             if encoding not in ("", "identity"):
-                raise RemoteError(
+                raise TargetReadError(
                     url,
                     f"the server sent a body with Content-Encoding {encoding!r} (HTTP 206) for "
                     f"a {expected}-byte range; only identity was asked for",
@@ -238,7 +238,7 @@ class ObstoreEngine:
         except obstore.exceptions.BaseError as error:
             raise classify(url, error, expected) from error
         if len(data) > expected:
-            raise RemoteError(
+            raise TargetReadError(
                 url,
                 "the server ignored the Range request: it answered with more bytes "
                 f"({len(data)}) for a {expected}-byte range",
@@ -305,7 +305,7 @@ def _new_store(plan: Plan) -> Any:
 
 
 def classify(url: str, error: BaseException, expected: int | None) -> Exception:
-    """Return the error that stands for obstore's ``error`` (a ``RemoteError``, or
+    """Return the error that stands for obstore's ``error`` (a ``TargetError``, or
     ``PreconditionFailed`` / ``FileNotFoundError`` for the store to word)."""
     text, _, debug = str(error).partition("\n\nDebug source:")
     text = text.strip()
@@ -317,7 +317,7 @@ def classify(url: str, error: BaseException, expected: int | None) -> Exception:
     if isinstance(error, obstore.exceptions.PreconditionError):
         return PreconditionFailed(text)
     if isinstance(error, obstore.exceptions.NotFoundError):
-        return RemoteError(url, f"FileNotFoundError: {text}", retryable=False)
+        return TargetReadError(url, f"FileNotFoundError: {text}", retryable=False)
     if isinstance(error, obstore.exceptions.NotSupportedError) and "Range" in text:
         return RangeIgnored(
             url, f"the server answered a {expected}-byte range with another status than 206"
@@ -333,7 +333,7 @@ def classify(url: str, error: BaseException, expected: int | None) -> Exception:
         | obstore.exceptions.InvalidPathError
         | obstore.exceptions.UnknownConfigurationKeyError,
     ):
-        return RemoteError(url, f"{type(error).__name__}: {text}", retryable=False)
+        return TargetReadError(url, f"{type(error).__name__}: {text}", retryable=False)
     status = STATUS.search(text)
     retryable = status is None or int(status.group(1)) in RETRYABLE_STATUS
-    return RemoteError(url, f"{type(error).__name__}: {text}", retryable=retryable)
+    return TargetReadError(url, f"{type(error).__name__}: {text}", retryable=retryable)

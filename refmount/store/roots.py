@@ -8,7 +8,7 @@ from typing import cast
 
 from fsspec.implementations.local import LocalFileSystem
 
-from refmount.errors import RemoteAccessError
+from refmount.errors import TargetAccessError
 from refmount.store.local_files import real_path
 from refmount.store.options import LOCAL_PROTOCOLS, UNCHECKABLE_PROTOCOLS
 from refmount.urls import protocol_of
@@ -71,10 +71,10 @@ class LocalRoots:
         ), real
 
     def resolve(self, url: str) -> str:
-        """Return the real path of a local ``url``; raise ``RemoteAccessError`` if refused."""
+        """Return the real path of a local ``url``; raise ``TargetAccessError`` if refused."""
         problem, real = self._examine(url)
         if problem is not None:
-            raise RemoteAccessError(url, problem)
+            raise TargetAccessError(url, problem)
         return real if real is not None else url
 
 

@@ -15,14 +15,14 @@ files are read through descriptors kept open (``local_files.LocalFiles``: from t
 cache on the loop's thread, else in a worker thread given up on at the deadline, at most a
 few per file; only regular files outside the mount); other blocking filesystems run in
 worker threads. All worker threads are bounded by one ``trio.CapacityLimiter``. Every
-failure leaves as ``RemoteError`` (``failures``), marked retryable or not; retrying is the
+failure leaves as ``TargetError`` (``failures``), marked retryable or not; retrying is the
 reader's business.
 
 Storage options (``options``) may be keyed by URL prefix (``https://host``); each
 (protocol, option key) gets its own filesystem instance, so credentials meant for one host
 never reach another. With pinning on, each target's version (``pins``: ETag, else
 mtime/Last-Modified and size) is recorded by its first use and every later read is checked
-against it (``RemoteChangedError``). On shared mounts, ``roots`` keeps local reads inside
+against it (``TargetChangedError``). On shared mounts, ``roots`` keeps local reads inside
 the local roots.
 """
 
@@ -43,12 +43,12 @@ import fsspec.core
 import trio
 
 from refmount.config import FETCHERS
-from refmount.errors import RemoteChangedError, RemoteError
+from refmount.errors import TargetChangedError, TargetError, TargetReadError
 from refmount.flight import SingleFlight
 from refmount.lru import LRU
-from refmount.store.bounded import bounded_http_range, bounded_s3_range
+from refmount.store.bounded import bounded_range, http_stream, s3_stream
 from refmount.store.bridge import wait_for_future
-from refmount.store.failures import http_status, remote_error
+from refmount.store.failures import http_status, target_error
 from refmount.store.local_files import LocalFiles
 from refmount.store.obstore_engine import (
     ObstoreEngine,
@@ -94,7 +94,7 @@ class Store:
     ``local_roots``, when given, restricts local targets (checked again at every read, and
     the real path is what is read). Local targets inside ``own_mount`` (the mountpoint) are
     refused: reading them would ask this very mount. ``pin`` records each target's version
-    at first use; a later read of another version fails with ``RemoteChangedError``.
+    at first use; a later read of another version fails with ``TargetChangedError``.
     """
 
     def __init__(
@@ -207,18 +207,18 @@ class Store:
 
     async def read_range(self, url: str, start: int, end: int) -> Data:
         """Return bytes ``[start, end)`` of ``url`` (fewer if the target is shorter)."""
+        route = self._route(url)
         plan = self._obstore_plan(url)
         if plan is not None:
             try:
-                return await self._read_obstore(url, plan, start, end)
+                return await self._read_obstore(url, route, plan, start, end)
             except RangeIgnored as error:
                 self._plans[url] = None
                 log.info("%s: %s; reading it through fsspec from now on", url, error.problem)
-        route = self._route(url)
         fs, path = await self._resolve(url, route)
         if route.kind is Kind.LOCAL:
-            return await self._read_local(url, fs, path, start, end)
-        pin = await self._pinned(url, fs, path) if self._pin else None
+            return await self._read_local(url, route, fs, path, start, end)
+        pin = await self._pinned(url, route, fs, path) if self._pin else None
         if fs.async_impl:
             data = await self._read_async(url, route, fs, path, start, end, pin)
         else:
@@ -226,60 +226,60 @@ class Store:
                 bytes, await self._in_thread(url, lambda: fs.cat_file(path, start=start, end=end))
             )
         if pin is not None and not (route.kind is Kind.HTTP and pin.http_condition()):
-            await self._recheck(url, fs, path, pin)
+            await self._recheck(url, route, fs, path, pin)
         return data
 
     async def size(self, url: str) -> int:
         """Return the size in bytes of the whole target ``url`` (its pinned size, if pinned)."""
+        route = self._route(url)
         plan = self._obstore_plan(url)
         if plan is not None and self._pin:
-            size: object = (await self._pinned(url, None, url)).size
+            size: object = (await self._pinned(url, route, None, url)).size
         elif plan is not None:
-            size = (await self._current_version(url, None, url)).size
+            size = (await self._current_version(url, route, None, url)).size
         else:
-            size = await self._fsspec_size(url)
+            size = await self._fsspec_size(url, route)
         if not isinstance(size, int):
-            raise RemoteError(url, "the target does not report its size")
+            raise TargetReadError(url, "the target does not report its size")
         return size
 
-    async def _fsspec_size(self, url: str) -> object:
-        route = self._route(url)
+    async def _fsspec_size(self, url: str, route: Route) -> object:
         fs, path = await self._resolve(url, route)
         if self._pin:
-            size: object = (await self._pinned(url, fs, path)).size
+            size: object = (await self._pinned(url, route, fs, path)).size
         elif route.kind is Kind.LOCAL:
             size = (await self._local_status(url, path)).st_size
         else:
-            size = (await self._info(url, fs, path)).get("size")
+            size = (await self._info(url, route, fs, path)).get("size")
         return size
 
-    async def _read_obstore(self, url: str, plan: Plan, start: int, end: int) -> Data:
+    async def _read_obstore(self, url: str, route: Route, plan: Plan, start: int, end: int) -> Data:
         """Read ``[start, end)`` through obstore on fsspec's loop (``obstore_engine``).
 
         Pinned, the read carries the version (``If-Match``, else ``If-Unmodified-Since``);
-        a 412 becomes ``RemoteChangedError``. A pin that no header can carry (a weak ETag)
+        a 412 becomes ``TargetChangedError``. A pin that no header can carry (a weak ETag)
         is checked again once it is old, as on fsspec.
         """
         if end <= start:
             return b""
-        pin = await self._pinned(url, None, url) if self._pin else None
+        pin = await self._pinned(url, route, None, url) if self._pin else None
         condition = pin.http_condition() if pin is not None else {}
         engine = self._obstore
         assert engine is not None
         try:
             data = await self._on_fsspec_loop(
-                url, lambda: engine.read(url, plan, start, end, condition)
+                url, route, lambda: engine.read(url, plan, start, end, condition)
             )
-        except RemoteError as error:
+        except TargetError as error:
             if pin is None or not isinstance(error.__cause__, PreconditionFailed):
                 raise
             try:
-                now = (await self._current_version(url, None, url)).describe()
-            except RemoteError:
+                now = (await self._current_version(url, route, None, url)).describe()
+            except TargetError:
                 now = "another version (HTTP 412)"
-            raise RemoteChangedError(url, pin.describe(), now) from None
+            raise TargetChangedError(url, pin.describe(), now) from None
         if pin is not None and not condition:
-            await self._recheck(url, None, url, pin)
+            await self._recheck(url, route, None, url, pin)
         return data
 
     async def _resolve(self, url: str, route: Route) -> tuple[FileSystem, str]:
@@ -288,25 +288,28 @@ class Store:
             # the first use of a protocol may import it: not on the event loop
             await trio.to_thread.run_sync(self._filesystem, url, key, limiter=self._threads)
         roots = self._local_roots
-        if roots is not None:
-            if route.kind is not Kind.LOCAL:
-                roots.resolve(url)  # raises RemoteAccessError
-                return self._filesystem(url, key)
-            # path look-ups in a worker thread of the file's own: its filesystem may hang
-            path = roots.local_path(url) or url
-            real = await self._local.call(path, functools.partial(roots.resolve, url))
-            return self._filesystem(url, key)[0], real
-        return self._filesystem(url, key)
+        if roots is None:
+            return self._filesystem(url, key)
+        local = roots.local_path(url)
+        if local is None:
+            roots.resolve(url)  # no file to look up: the protocols alone may refuse it
+            return self._filesystem(url, key)
+        # the path looked up once per read, in a worker thread of the file's own (its
+        # filesystem may hang); raises TargetAccessError
+        real = await self._local.call(local, functools.partial(roots.resolve, url))
+        if route.kind is not Kind.LOCAL:
+            return self._filesystem(url, key)  # a chain ending in a local file: as named
+        return self._filesystem(url, key)[0], real
 
     def _filesystem(self, url: str, key: tuple[str, str | None]) -> tuple[FileSystem, str]:
         try:
             return self._filesystem_for(url, key)
         except Exception as error:
-            raise RemoteError(url, f"cannot open a filesystem for it: {error}") from error
+            raise TargetReadError(url, f"cannot open a filesystem for it: {error}") from error
 
     # ------------------------------------------------------------------ pinning
 
-    async def _pinned(self, url: str, fs: FileSystem, path: str) -> Pin:
+    async def _pinned(self, url: str, route: Route, fs: FileSystem, path: str) -> Pin:
         """Return the version of ``url`` pinned at its first use (asking once per URL; if
         the one asking fails, each waiter asks again itself)."""
         pin = self._pins.get(url)
@@ -316,7 +319,7 @@ class Store:
         async def ask() -> Pin:
             pin = self._pins.get(url)  # pinned while this task waited for its turn
             if pin is None:
-                pin = await self._current_version(url, fs, path)
+                pin = await self._current_version(url, route, fs, path)
                 if not pin.known:
                     log.debug("%s reports no ETag or modification time: not pinned", url)
                 self._pins[url] = pin
@@ -324,22 +327,23 @@ class Store:
 
         return await self._pinning.run(url, ask, share_errors=False)
 
-    async def _current_version(self, url: str, fs: FileSystem, path: str) -> Pin:
+    async def _current_version(self, url: str, route: Route, fs: FileSystem, path: str) -> Pin:
         plan = self._obstore_plan(url)
         if plan is not None:
             engine = self._obstore
             assert engine is not None
-            info = await self._on_fsspec_loop(url, lambda: engine.head(url, plan))
+            info = await self._on_fsspec_loop(url, route, lambda: engine.head(url, plan))
             return Pin.from_info(info, self._clock())
-        route = self._route(url)
         if route.kind is Kind.LOCAL:
             return Pin.from_stat(await self._local_status(url, path), self._clock())
         refresh = {"refresh": True} if route.protocol in S3_PROTOCOLS else {}
-        return Pin.from_info(await self._info(url, fs, path, **refresh), self._clock())
+        return Pin.from_info(await self._info(url, route, fs, path, **refresh), self._clock())
 
-    async def _info(self, url: str, fs: FileSystem, path: str, **kwargs: Any) -> dict[str, Any]:
+    async def _info(
+        self, url: str, route: Route, fs: FileSystem, path: str, **kwargs: Any
+    ) -> dict[str, Any]:
         if fs.async_impl:
-            info = await self._on_fsspec_loop(url, lambda: fs._info(path, **kwargs))
+            info = await self._on_fsspec_loop(url, route, lambda: fs._info(path, **kwargs))
         else:
             info = await self._in_thread(url, lambda: fs.info(path, **kwargs))
         return info if isinstance(info, dict) else {}
@@ -357,63 +361,60 @@ class Store:
         """Read ``[start, end)`` on fsspec's loop; HTTP and S3 answers are read as a stream.
 
         Over HTTP and S3 the body is read up to one byte more than the range asks for and
-        no further (``bounded_http_range``, ``bounded_s3_range``): a server that ignores
-        the range, sends a body that never ends or an encoded body cannot make the daemon
-        hold more than the range. Other async filesystems answer through ``_cat_file``.
+        no further (``bounded_range``): a server that ignores the range, sends a body that
+        never ends or an encoded body cannot make the daemon hold more than the range. Other
+        async filesystems answer through ``_cat_file``.
         """
         if end <= start:
             return b""
         condition = pin.http_condition() if pin is not None and route.kind is Kind.HTTP else {}
         if route.kind is Kind.HTTP:
-            read = functools.partial(bounded_http_range, url, fs, path, start, end)
+            read = functools.partial(bounded_range, http_stream, url, fs, path, start, end)
         elif route.kind is Kind.S3:
-            read = functools.partial(bounded_s3_range, url, fs, path, start, end)
+            read = functools.partial(bounded_range, s3_stream, url, fs, path, start, end)
         else:
             return cast(
                 bytes,
-                await self._on_fsspec_loop(url, lambda: fs._cat_file(path, start=start, end=end)),
+                await self._on_fsspec_loop(
+                    url, route, lambda: fs._cat_file(path, start=start, end=end)
+                ),
             )
         if not condition:
-            return await self._on_fsspec_loop(url, read)
+            return await self._on_fsspec_loop(url, route, read)
         try:
-            return await self._on_fsspec_loop(url, functools.partial(read, condition))
-        except RemoteError as error:
+            return await self._on_fsspec_loop(url, route, functools.partial(read, condition))
+        except TargetError as error:
             if http_status(error.__cause__ or error) != PRECONDITION_FAILED:
                 raise
         assert pin is not None
         try:
-            now = (await self._current_version(url, fs, path)).describe()
-        except RemoteError:
+            now = (await self._current_version(url, route, fs, path)).describe()
+        except TargetError:
             now = "another version (HTTP 412)"
-        raise RemoteChangedError(url, pin.describe(), now)
+        raise TargetChangedError(url, pin.describe(), now)
 
-    async def _recheck(self, url: str, fs: FileSystem, path: str, pin: Pin) -> None:
+    async def _recheck(self, url: str, route: Route, fs: FileSystem, path: str, pin: Pin) -> None:
         """Where a read cannot carry the version: ask again once the last check is old."""
         if not pin.known or self._clock() - pin.checked < self._recheck_after:
             return
-        current = await self._current_version(url, fs, path)
+        current = await self._current_version(url, route, fs, path)
         if not pin.same(current):
-            raise RemoteChangedError(url, pin.describe(), current.describe())
+            raise TargetChangedError(url, pin.describe(), current.describe())
         pin.checked = current.checked
 
     def read_now(self, url: str, start: int, end: int) -> bytes | None:
         """Return ``read_range``'s answer if it is at hand without waiting, else None.
 
-        Only a plain local file already read once (its descriptor is open; with local roots,
-        its path must still resolve to the file that passed the check) whose range the page
-        cache holds, and whose pin needs no new look-up, is read here; the bytes are checked
-        against the pin as ``read_range`` checks them. Any doubt answers None, and
-        ``read_range`` does the full work.
+        Only a plain local file already read once (its descriptor is open) whose range the
+        page cache holds, and whose pin needs no new look-up, is read here; the bytes are
+        checked against the pin as ``read_range`` checks them. With local roots nothing is:
+        every read looks its path up again (a link swapped since is refused), and that
+        look-up may block, so it is ``read_range``'s, in a worker thread. Any doubt answers
+        None, and ``read_range`` does the full work.
         """
         path = self._local_paths.get(url)
-        if path is None:
+        if path is None or self._local_roots is not None:
             return None
-        if self._local_roots is not None:
-            try:  # at every read, as read_range does: a link swapped since is refused there
-                if self._local_roots.resolve(url) != path:
-                    return None
-            except RemoteError:
-                return None
         found = self._local.read_now(path, start, end)
         if found is None:
             return None
@@ -426,33 +427,35 @@ class Store:
                 return None
         return data
 
-    async def _read_local(self, url: str, fs: FileSystem, path: str, start: int, end: int) -> bytes:
+    async def _read_local(
+        self, url: str, route: Route, fs: FileSystem, path: str, start: int, end: int
+    ) -> bytes:
         """Read a local file through its kept-open descriptor (see ``LocalFiles``).
 
         Pinned: the descriptor's status after each read must match the pin (a file written
         in place); once the last check is ``recheck_after`` old, the path is looked up again
         too (a file replaced by another: the descriptor still reads the old one).
         """
-        pin = await self._pinned(url, fs, path) if self._pin else None
+        pin = await self._pinned(url, route, fs, path) if self._pin else None
         try:
             data, status = await self._local.read(path, start, end)
         except OSError as error:
-            raise remote_error(url, error) from error
+            raise target_error(url, error) from error
         self._local_paths[url] = path
         if pin is None or not pin.known:
             return data
         now = self._clock()
         current = Pin.from_stat(status, now)
         if not pin.same(current):
-            raise RemoteChangedError(url, pin.describe(), current.describe())
+            raise TargetChangedError(url, pin.describe(), current.describe())
         if now - pin.checked >= self._recheck_after:
             try:
                 at_path = Pin.from_stat(await self._local.path_status(path), now)
             except OSError as error:
-                raise remote_error(url, error) from error
+                raise target_error(url, error) from error
             if not pin.same(at_path):
                 self._local.forget(path)
-                raise RemoteChangedError(url, pin.describe(), at_path.describe())
+                raise TargetChangedError(url, pin.describe(), at_path.describe())
             pin.checked = now
         return data
 
@@ -461,27 +464,29 @@ class Store:
         try:
             return await self._local.status(path)
         except OSError as error:
-            raise remote_error(url, error) from error
+            raise target_error(url, error) from error
 
     # ------------------------------------------------------------------ running requests
 
-    def _host_slots(self, url: str) -> trio.Semaphore:
-        host = self._route(url).host
+    def _host_slots(self, route: Route) -> trio.Semaphore:
+        host = route.host
         slots = self._hosts.get(host)
         if slots is None:
             slots = self._hosts[host] = trio.Semaphore(self._per_host)
         return slots
 
-    async def _on_fsspec_loop(self, url: str, coroutine: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        async with self._host_slots(url):
+    async def _on_fsspec_loop(
+        self, url: str, route: Route, coroutine: Callable[[], Coroutine[Any, Any, T]]
+    ) -> T:
+        async with self._host_slots(route):
             loop = fsspec.asyn.get_loop()
             future = asyncio.run_coroutine_threadsafe(coroutine(), loop)
             try:
                 return await wait_for_future(future)
-            except (trio.Cancelled, RemoteError):
+            except (trio.Cancelled, TargetError):
                 raise
             except Exception as error:
-                raise remote_error(url, error) from error
+                raise target_error(url, error) from error
 
     async def _in_thread(self, url: str, function: Callable[[], T]) -> T:
         try:
@@ -489,4 +494,4 @@ class Store:
                 function, limiter=self._threads, abandon_on_cancel=True
             )
         except Exception as error:
-            raise remote_error(url, error) from error
+            raise target_error(url, error) from error

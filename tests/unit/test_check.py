@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from refmount.check import Summary, check_references, format_summary
-from refmount.errors import RemoteError
+from refmount.errors import TargetReadError
 from refmount.formats.options import LoadOptions
 from tests.fakes import LocalSource
 from tests.unit.formats.test_parquet import write_parquet_set
@@ -260,7 +260,7 @@ def test_parquet_problems_name_arrays_and_record_files(tmp_path: Path) -> None:
 
 async def sizes(url: str) -> int:
     if url.endswith("missing.bin"):
-        raise RemoteError(url, "not found")
+        raise TargetReadError(url, "not found")
     return 1000
 
 

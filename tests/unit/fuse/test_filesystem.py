@@ -173,6 +173,7 @@ async def test_failing_target_fails_only_that_file(simple: RefFilesystem) -> Non
         await simple.read(handle, 0, 10)
     assert caught.value.errno == errno.EIO
     assert caught.value.key == "dir/sub/gone"
+    assert str(caught.value).startswith("key 'dir/sub/gone' (mem://missing): ")
     assert await read_all(simple, "dir/range") == b"WORLD"
 
 
@@ -534,9 +535,9 @@ async def test_an_in_order_reader_asks_the_reader_once_per_run_not_once_per_file
     asked_at: list[int] = []
     prefetch_neighbours = reader.prefetch_neighbours
 
-    def spy(key: str, url: str, spans: Sequence[tuple[int, int]], scale: int) -> NeighbourPrefetch:
+    def spy(url: str, spans: Sequence[tuple[int, int]], scale: int) -> NeighbourPrefetch:
         asked_at.append(spans[0][0] // CHUNK)
-        return prefetch_neighbours(key, url, spans, scale)
+        return prefetch_neighbours(url, spans, scale)
 
     monkeypatch.setattr(reader, "prefetch_neighbours", spy)
     async with reader.running():

@@ -126,16 +126,16 @@ async def test_neighbour_prefetch_says_where_asking_again_can_do_anything(
 ) -> None:
     reader = reader_for(target, neighbour_bytes=1000, neighbour_count=4)
     spans = [(start, start + 100) for start in range(0, 1000, 100)]
-    assert reader.prefetch_neighbours("d", "mem://obj", spans).resume_at == 0  # not running
+    assert reader.prefetch_neighbours("mem://obj", spans).resume_at == 0  # not running
     async with reader.running():
-        first = reader.prefetch_neighbours("d", "mem://obj", spans)
+        first = reader.prefetch_neighbours("mem://obj", spans)
         # four spans (the count) requested; from the third on, fewer than three (three
         # quarters of the count) are ahead; the window doubles next time
         assert (first.requested, first.resume_at, first.scale) == (400, 200, 2)
-        skipped = reader.prefetch_neighbours("d", "mem://obj", spans[1:])  # nothing to do
+        skipped = reader.prefetch_neighbours("mem://obj", spans[1:])  # nothing to do
         assert skipped == NeighbourPrefetch(0, 200, 1)
         await trio.testing.wait_all_tasks_blocked()
-        again = reader.prefetch_neighbours("d", "mem://obj", spans[2:])
+        again = reader.prefetch_neighbours("mem://obj", spans[2:])
         assert again == NeighbourPrefetch(200, 400, 2)  # topped up by two, quiet until 400
     assert target.ranges == [("mem://obj", 0, 400), ("mem://obj", 400, 600)]
 
@@ -146,10 +146,10 @@ async def test_a_neighbour_window_grows_by_its_scale_only_with_something_ahead(
     reader = reader_for(target, neighbour_bytes=400, neighbour_part_bytes=200)
     spans = [(start, start + 100) for start in range(0, 2000, 100)]
     async with reader.running():
-        first = reader.prefetch_neighbours("d", "mem://obj", spans, 4)
+        first = reader.prefetch_neighbours("mem://obj", spans, 4)
         assert (first.requested, first.scale) == (400, 2)  # nothing ahead: the first window
         await trio.testing.wait_all_tasks_blocked()
-        grown = reader.prefetch_neighbours("d", "mem://obj", spans[3:], 4)
+        grown = reader.prefetch_neighbours("mem://obj", spans[3:], 4)
         # one span ahead: four times the window (the most), topped up to its end
         assert (grown.requested, grown.scale) == (1500, 4)
     # the parts grow with the window
@@ -172,7 +172,7 @@ async def test_a_full_neighbour_window_that_reads_still_wait_for_grows_further(
     async with reader.running(), trio.open_nursery() as nursery:
         for waits in (True, True, True, False, True):
             target.gate = gate = trio.Event()
-            answer = reader.prefetch_neighbours("d", "mem://obj", spans[position:], scale)
+            answer = reader.prefetch_neighbours("mem://obj", spans[position:], scale)
             await trio.testing.wait_all_tasks_blocked()  # the run's request waits at the gate
             if waits:  # a read of the run's last span comes before the run's answer
                 last = Range("mem://obj", target.ranges[-1][2] - 100, 100)
@@ -188,7 +188,7 @@ async def test_a_full_neighbour_window_that_reads_still_wait_for_grows_further(
     assert reader.statistics().prefetch_waits == 4
     # the window reaches further, but its parts keep their size (larger cost more CPU)
     assert max(end - start for _, start, end in target.ranges) == 400
-    assert target.ranges[-1][2] > 1600
+    assert max(end for _, _, end in target.ranges) > 1600
 
 
 async def test_neighbour_spans_are_claimed_at_once_and_settled_from_one_request(
@@ -196,9 +196,9 @@ async def test_neighbour_spans_are_claimed_at_once_and_settled_from_one_request(
 ) -> None:
     reader = reader_for(target, neighbour_bytes=4096)
     spans = [(0, 1000), (1000, 2000), (2050, 3000), (3000, 3500), (3500, 5000)]
-    assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 0  # not running
+    assert reader.prefetch_neighbours("mem://obj", spans).requested == 0  # not running
     async with reader.running():
-        assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 3500  # 5000: far
+        assert reader.prefetch_neighbours("mem://obj", spans).requested == 3500  # 5000: far
         await trio.testing.wait_all_tasks_blocked()
         assert target.ranges == [("mem://obj", 0, 3500)]
         for start, end in spans[:4]:  # cached under the keys reads use
@@ -212,7 +212,7 @@ async def test_entries_of_one_coalesced_request_share_its_memory(target: MemoryT
     reader = reader_for(target, neighbour_bytes=4096)
     spans = [(0, 1000), (1000, 2000), (2050, 3000)]
     async with reader.running():
-        assert reader.prefetch_neighbours("d", "mem://obj", spans).requested == 3000
+        assert reader.prefetch_neighbours("mem://obj", spans).requested == 3000
         await trio.testing.wait_all_tasks_blocked()
         assert reader.statistics().bytes_cached == 3000  # one answer, the gap included
         for start, end in spans[:2]:

@@ -11,8 +11,6 @@ import trio.testing
 from refmount.config import ReadConfig, RetryConfig
 from refmount.errors import (
     RecentFailureError,
-    RemoteAccessError,
-    RemoteChangedError,
     ShortReadError,
     TargetAccessError,
     TargetChangedError,
@@ -180,7 +178,7 @@ async def test_short_target_is_an_error_never_padding(
     ref = Range("mem://obj", 1000, 100)
     with pytest.raises(ShortReadError) as caught:
         await reader.read("x/0.0", ref, 0, 4096)
-    assert caught.value.key == "x/0.0"
+    assert caught.value.key is None  # the filesystem attaches it (for_key)
     assert caught.value.url == "mem://obj"
     assert "returned 50 bytes, expected 100" in str(caught.value)
     del target.truncate["mem://obj"]
@@ -216,7 +214,7 @@ async def test_a_range_that_just_failed_fails_again_at_once_then_is_asked_again(
 
 async def test_a_refused_range_keeps_its_errno_when_it_fails_again_at_once() -> None:
     target = RaisingTarget(objects={"/outside/file": DATA})
-    target.raises["/outside/file"] = RemoteAccessError("/outside/file", "outside the roots")
+    target.raises["/outside/file"] = TargetAccessError("/outside/file", "outside the roots")
     reader = Reader(target, ReadConfig(), RetryConfig(retries=0))
     ref = Range("/outside/file", 0, 10)
     with pytest.raises(TargetAccessError):
@@ -227,13 +225,12 @@ async def test_a_refused_range_keeps_its_errno_when_it_fails_again_at_once() -> 
     assert len(target.ranges) == 1
 
 
-async def test_failing_target_names_key_and_url(target: MemoryTarget) -> None:
+async def test_failing_target_names_the_url(target: MemoryTarget) -> None:
     target.failing.add("mem://obj")
     reader = reader_for(target)
     with pytest.raises(TargetReadError) as caught:
         await reader.read("a/b", Range("mem://obj", 0, 10), 0, 10)
-    assert "'a/b'" in str(caught.value)
-    assert "mem://obj" in str(caught.value)
+    assert "mem://obj: read failed" in str(caught.value)
     with pytest.raises(TargetReadError, match="cannot get size"):
         await reader.size("w", Whole("mem://obj"))
     assert reader.statistics().errors == 2
@@ -416,14 +413,13 @@ def test_backoff_is_bounded_full_jitter() -> None:
 
 
 async def test_a_changed_target_is_eio_and_never_retried() -> None:
-    changed = RemoteChangedError("mem://obj", 'ETag "a"', 'ETag "b"')
+    changed = TargetChangedError("mem://obj", 'ETag "a"', 'ETag "b"')
     target = RaisingTarget(objects={"mem://obj": DATA}, raises={"mem://obj": changed})
     reader = reader_for(target, RetryConfig(retries=4, backoff_initial=0.0))
     with pytest.raises(TargetChangedError) as caught:
         await reader.read("x/0", Range("mem://obj", 0, 10), 0, 10)
     assert len(target.ranges) == 1
     message = str(caught.value)
-    assert "'x/0'" in message
     assert "mem://obj" in message
     assert 'pinned ETag "a", now ETag "b"' in message
     assert caught.value.errno == errno.EIO
@@ -431,7 +427,7 @@ async def test_a_changed_target_is_eio_and_never_retried() -> None:
 
 
 async def test_a_refused_target_is_eacces_and_never_retried() -> None:
-    refused = RemoteAccessError("/etc/shadow", "outside the local roots")
+    refused = TargetAccessError("/etc/shadow", "outside the local roots")
     target = RaisingTarget(raises={"/etc/shadow": refused})
     reader = reader_for(target, RetryConfig(retries=4, backoff_initial=0.0))
     for request in (

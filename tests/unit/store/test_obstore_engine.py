@@ -8,7 +8,7 @@ from pathlib import Path
 import obstore.exceptions
 import pytest
 
-from refmount.errors import RemoteChangedError, RemoteError
+from refmount.errors import TargetChangedError, TargetError, TargetReadError
 from refmount.store.obstore_engine import (
     ObstoreEngine,
     PreconditionFailed,
@@ -112,10 +112,14 @@ def test_gcs_and_azure_plans(tmp_path: Path) -> None:
     ("error", "kind", "retryable"),
     [
         (obstore.exceptions.PreconditionError("412"), PreconditionFailed, None),
-        (obstore.exceptions.NotFoundError("Object at location x not found"), RemoteError, False),
+        (
+            obstore.exceptions.NotFoundError("Object at location x not found"),
+            TargetReadError,
+            False,
+        ),
         (obstore.exceptions.NotSupportedError("Range request not supported by x"), RangeIgnored, 0),
         (obstore.exceptions.GenericError("Content-Length Header missing from response"), 0, 0),
-        (obstore.exceptions.PermissionDeniedError("denied"), RemoteError, False),
+        (obstore.exceptions.PermissionDeniedError("denied"), TargetReadError, False),
         (obstore.exceptions.GenericError("Server returned non-2xx status code: 503"), 0, True),
         (obstore.exceptions.GenericError("Client error with status 404 Not Found"), 0, False),
         (obstore.exceptions.GenericError("HTTP error: error sending request"), 0, True),
@@ -124,9 +128,9 @@ def test_gcs_and_azure_plans(tmp_path: Path) -> None:
 def test_errors_are_classified(error: Exception, kind: object, retryable: bool | None) -> None:
     found = classify("https://h/k", error, 100)
     if kind == 0:
-        kind = RangeIgnored if "Content-Length" in str(error) else RemoteError
+        kind = RangeIgnored if "Content-Length" in str(error) else TargetReadError
     assert type(found) is kind
-    if isinstance(found, RemoteError) and not isinstance(found, RangeIgnored):
+    if isinstance(found, TargetError) and not isinstance(found, RangeIgnored):
         assert found.retryable is retryable
         assert found.url == "https://h/k"
 
@@ -140,7 +144,7 @@ async def test_a_pinned_read_carries_if_match_and_a_changed_target_is_noticed() 
         assert store.engine_of(url) == "obstore"
         assert server.requests[-1].header("If-Match") == server.etag("obj")
         server.add("obj", b"b" * 10_000)
-        with pytest.raises(RemoteChangedError) as caught:
+        with pytest.raises(TargetChangedError) as caught:
             await store.read_range(url, 0, 100)
         assert f"pinned ETag {server.etag('obj')}" not in str(caught.value)
         assert "now ETag" in str(caught.value)
@@ -149,7 +153,7 @@ async def test_a_pinned_read_carries_if_match_and_a_changed_target_is_noticed() 
 async def test_statuses_through_obstore_are_classified() -> None:
     with RangeHTTPServer({"obj": b"x" * 100}) as server:
         store = Store()
-        with pytest.raises(RemoteError) as caught:
+        with pytest.raises(TargetError) as caught:
             await store.read_range(server.url_for("missing"), 0, 10)
         assert caught.value.retryable is False
         assert "not found" in caught.value.problem.lower()
@@ -160,7 +164,7 @@ def test_the_innermost_cause_is_named() -> None:
     debug = '\n\nDebug source:\nGeneric {\n  Os {\n    message: "Connection reset by peer",\n  }\n}'
     error = obstore.exceptions.GenericError(f"HTTP error: error sending request{debug}")
     found = classify("https://h/k", error, 100)
-    assert isinstance(found, RemoteError)
+    assert isinstance(found, TargetError)
     assert found.problem == (
         "GenericError: HTTP error: error sending request (Connection reset by peer)"
     )

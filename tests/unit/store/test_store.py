@@ -19,9 +19,9 @@ from fsspec.asyn import AsyncFileSystem
 
 from refmount.errors import (
     ReferenceFormatError,
-    RemoteAccessError,
-    RemoteChangedError,
-    RemoteError,
+    TargetAccessError,
+    TargetChangedError,
+    TargetError,
 )
 from refmount.store.failures import is_retryable
 from refmount.store.options import StorageOptions
@@ -154,7 +154,7 @@ async def test_local_files_are_read_through_kept_descriptors(tmp_path: Path) -> 
     assert await store.read_range(str(path), 2, 5) == b"234"
     assert await store.read_range(f"file://{path}", 8, 20) == b"89"
     assert await store.size(str(path)) == 10
-    with pytest.raises(RemoteError) as caught:
+    with pytest.raises(TargetError) as caught:
         await store.read_range(str(tmp_path / "missing"), 0, 1)
     assert not caught.value.retryable
     assert "missing" in str(caught.value)
@@ -174,7 +174,7 @@ async def test_local_targets_that_are_not_regular_files_are_refused_at_once(
         ):
             with (
                 trio.fail_after(10),
-                pytest.raises(RemoteError, match="not a regular file") as caught,
+                pytest.raises(TargetError, match="not a regular file") as caught,
             ):
                 await request()
             assert not caught.value.retryable
@@ -187,10 +187,10 @@ async def test_local_targets_inside_the_own_mount_are_refused(tmp_path: Path) ->
     (tmp_path / "alias").symlink_to(tmp_path / "mnt")
     store = Store(own_mount=str(tmp_path / "mnt"))
     for url in (str(inside), f"file://{tmp_path}/alias/data.bin"):
-        with pytest.raises(RemoteError, match="inside the mount itself") as caught:
+        with pytest.raises(TargetError, match="inside the mount itself") as caught:
             await store.read_range(url, 0, 4)
         assert not caught.value.retryable
-        with pytest.raises(RemoteError, match="inside the mount itself"):
+        with pytest.raises(TargetError, match="inside the mount itself"):
             await store.size(url)
 
 
@@ -200,7 +200,7 @@ async def test_async_filesystems_are_awaited_on_fsspec_loop(
     store = Store()
     assert await store.read_range("slowtest://bucket/obj", 10, 14) == bytes([10, 11, 12, 13])
     assert await store.size("slowtest://bucket/obj") == 256
-    with pytest.raises(RemoteError, match="FileNotFoundError"):
+    with pytest.raises(TargetError, match="FileNotFoundError"):
         await store.read_range("slowtest://bucket/none", 0, 1)
 
 
@@ -437,24 +437,38 @@ async def test_the_store_checks_local_roots_at_every_read(tmp_path: Path) -> Non
     link.unlink()
     link.symlink_to(secret)  # swapped after the set was checked
     for read in (store.read_range(str(link), 0, 4), store.size(str(link))):
-        with pytest.raises(RemoteAccessError) as caught:
+        with pytest.raises(TargetAccessError) as caught:
             await read
         assert caught.value.errno == errno.EACCES
         assert not caught.value.retryable
-    with pytest.raises(RemoteAccessError):
+    with pytest.raises(TargetAccessError):
         await store.read_range(f"simplecache::file://{secret}", 0, 1)
 
 
-async def test_read_now_resolves_links_under_local_roots_at_every_read(tmp_path: Path) -> None:
+async def test_under_local_roots_every_read_resolves_links_once_in_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     skip_unless_nowait(tmp_path)
     root, link, secret = link_in_a_root(tmp_path)
-    store = Store(local_roots=LocalRoots([str(root)]))
+    roots = LocalRoots([str(root)])
+    store = Store(local_roots=roots)
+    loop_thread = threading.get_ident()
+    resolved_in: list[int] = []
+    resolve = roots.resolve
+
+    def counted(url: str) -> str:
+        resolved_in.append(threading.get_ident())
+        return resolve(url)
+
+    monkeypatch.setattr(roots, "resolve", counted)
     assert await store.read_range(str(link), 0, 4) == b"0123"
-    assert store.read_now(str(link), 4, 8) == b"4567"
+    assert store.read_now(str(link), 4, 8) is None  # no path look-up on the event loop
+    assert await store.read_range(str(link), 4, 8) == b"4567"
+    assert len(resolved_in) == 2
+    assert loop_thread not in resolved_in
     link.unlink()
     link.symlink_to(secret)
-    assert store.read_now(str(link), 4, 8) is None
-    with pytest.raises(RemoteAccessError):
+    with pytest.raises(TargetAccessError):
         await store.read_range(str(link), 4, 8)
 
 
@@ -515,7 +529,7 @@ async def test_a_changed_target_is_noticed_once_the_check_is_old(
     assert await store.read_range(url, 2, 4) == b"cd"  # within the window: not asked again
     assert versioned.infos == 1
     now[0] = 6.0
-    with pytest.raises(RemoteChangedError) as caught:
+    with pytest.raises(TargetChangedError) as caught:
         await store.read_range(url, 4, 6)
     assert not caught.value.retryable
     assert '"v1"' in str(caught.value)
@@ -554,7 +568,7 @@ async def test_local_targets_are_pinned_by_mtime_and_size(tmp_path: Path) -> Non
     assert await store.read_range(str(path), 0, 2) == b"01"
     assert await store.size(f"file://{path}") == 10
     path.write_bytes(b"abcdefghij")  # same size, new mtime
-    with pytest.raises(RemoteChangedError, match="1000000000ns"):
+    with pytest.raises(TargetChangedError, match="1000000000ns"):
         await store.read_range(str(path), 2, 4)
     unpinned = Store(pin=False)
     assert await unpinned.read_range(str(path), 2, 4) == b"cd"
@@ -574,9 +588,9 @@ async def test_a_local_file_replaced_by_another_is_noticed_once_the_check_is_old
     now[0] = 4.0
     assert await store.read_range(str(path), 2, 4) == b"23"  # the pinned version, whole
     now[0] = 6.0
-    with pytest.raises(RemoteChangedError, match="1000000000ns"):
+    with pytest.raises(TargetChangedError, match="1000000000ns"):
         await store.read_range(str(path), 4, 6)
-    with pytest.raises(RemoteChangedError):  # the new file is read now, and refused
+    with pytest.raises(TargetChangedError):  # the new file is read now, and refused
         await store.read_range(str(path), 4, 6)
 
 
@@ -599,7 +613,7 @@ async def test_read_now_serves_local_files_already_read_from_the_page_cache(
     assert store.read_now(url, 6, 8) == b"67"
     path.write_bytes(b"abcdefghij")  # the same file, written again: a new mtime
     assert store.read_now(url, 0, 2) is None
-    with pytest.raises(RemoteChangedError):
+    with pytest.raises(TargetChangedError):
         await store.read_range(url, 0, 2)
     unpinned = Store(pin=False)
     await unpinned.read_range(url, 0, 1)
@@ -675,11 +689,28 @@ async def test_a_hostile_http_answer_is_refused_without_reading_it_whole(
 ) -> None:
     with RangeHTTPServer({"obj": RANGE_DATA}, hostile=hostile) as server:
         store = Store(fetcher=fetcher)
-        with trio.fail_after(20), pytest.raises(RemoteError) as caught:
+        with trio.fail_after(20), pytest.raises(TargetError) as caught:
             await store.read_range(server.url_for("obj"), 100, 100 + 65536)
         assert problem in caught.value.problem
         assert caught.value.retryable is False
         assert caught.value.url == server.url_for("obj")
+
+
+async def test_a_range_read_looks_its_route_up_once(
+    fetcher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with RangeHTTPServer({"obj": RANGE_DATA}) as server:
+        store = Store(fetcher=fetcher)
+        looked_up: list[str] = []
+        route = store._route
+
+        def counted(url: str) -> Any:
+            looked_up.append(url)
+            return route(url)
+
+        monkeypatch.setattr(store, "_route", counted)
+        assert await store.read_range(server.url_for("obj"), 10, 20) == RANGE_DATA[10:20]
+        assert looked_up == [server.url_for("obj")]
 
 
 async def test_http_ranges_ask_for_identity_and_never_inflate(fetcher: str) -> None:
@@ -696,11 +727,11 @@ async def test_a_whole_object_from_a_server_that_ignores_range_is_still_read(fet
         store = Store(fetcher=fetcher)
         url = server.url_for("obj")
         assert await store.read_range(url, 0, len(RANGE_DATA)) == RANGE_DATA
-        with pytest.raises(RemoteError, match="ignored the Range request"):
+        with pytest.raises(TargetError, match="ignored the Range request"):
             await store.read_range(url, 0, 100)
         http_server_short = RANGE_DATA[: len(RANGE_DATA) - 10]
         server.add("short", http_server_short)
-        with pytest.raises(RemoteError, match="answered HTTP 200 with the object from its start"):
+        with pytest.raises(TargetError, match="answered HTTP 200 with the object from its start"):
             await store.read_range(server.url_for("short"), 10, len(RANGE_DATA))
 
 
