@@ -46,9 +46,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from refmount.ops import kernel_tuning
-from tests.integration.datasets import zarray
-from tests.integration.mounting import is_mounted, unmount
-from tests.servers import (
+from tests.support.datasets import zarray
+from tests.support.mounting import is_mounted, unmount
+from tests.support.servers import (
     AWS_VARIABLES_TO_CLEAR,
     DUMMY_AWS_ENVIRONMENT,
     create_bucket,

@@ -16,7 +16,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from tests.servers import (
+from tests.support.servers import (
     AWS_VARIABLES_TO_CLEAR,
     DUMMY_AWS_ENVIRONMENT,
     Fault,
