@@ -49,6 +49,16 @@ class DataSet:
                     handle.write(rng.bytes(step))
                     left -= step
 
+    def write_plain_chunks(self) -> list[Path]:
+        """Each 1 MiB chunk of the big file as a plain file of its own, ``plain/big/<i>``."""
+        directory = self.directory / "plain" / "big"
+        directory.mkdir(parents=True, exist_ok=True)
+        paths = [directory / str(i) for i in range(self.big_chunks)]
+        with open(self.big_file, "rb") as source:
+            for path in paths:
+                path.write_bytes(source.read(MIB))
+        return paths
+
     def big_ranges(self) -> list[tuple[int, int]]:
         """(offset, size) of each 1 MiB chunk of the big file."""
         return [(i * MIB, MIB) for i in range(self.big_chunks)]

@@ -16,6 +16,7 @@ COLUMNS = {
     Tool.CAT: "fsspec cat",
     Tool.FUSE: "fsspec.fuse",
     Tool.RAW: "raw",
+    Tool.PLAIN: "plain",
     Tool.FLOOR: "floor",
     Tool.CFLOOR: "C floor",
     Tool.CFLOOR_MT: "C floor (mt)",

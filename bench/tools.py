@@ -1,6 +1,6 @@
 """The readers compared and how each reaches a target: refmount and fsspec.fuse mounts, fsspec
-``cat`` in process, the raw reader, the pyfuse3 floor and the C floor (single- and
-multi-threaded)."""
+``cat`` in process, the raw reader, the pyfuse3 floor, the C floor (single- and
+multi-threaded) and the plain local files."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any
 import fsspec
 
 from bench.mounts import FSSPEC_FUSE_CHILD, Mount, fresh_mountpoint, fusepy_shim, mount_child
+from bench.processes import process_cpu_seconds
 from bench.raw import RawReader
 
 
@@ -30,6 +31,8 @@ class Tool(enum.StrEnum):
     FLOOR = "floor"
     CFLOOR = "cfloor"
     CFLOOR_MT = "cfloor_mt"
+    PLAIN = "plain"
+    """The chunks as plain local files (no FUSE), read by the same loop as the mounts."""
 
 
 BASELINES = (Tool.CAT, Tool.FUSE, Tool.RAW, Tool.FLOOR, Tool.CFLOOR)
@@ -77,6 +80,11 @@ class Target:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [shim, env.get("PYTHONPATH", "")]))
         command = [sys.executable, "-c", FSSPEC_FUSE_CHILD, json.dumps(config)]
         return mount_child(command, mountpoint, env)
+
+    def server_cpu_seconds(self) -> float | None:
+        """The CPU time the server's processes have used so far (None without any)."""
+        pids = self.server_pids()
+        return sum(map(process_cpu_seconds, pids)) if pids else None
 
     def reference_fs(self, refs: Path) -> Any:
         """An in-process fsspec ``ReferenceFileSystem`` of ``refs``."""

@@ -16,7 +16,7 @@ from typing import Any
 from bench.common import KIB, MIB, log
 from bench.datasets import DataSet
 from bench.figures import Failure, Figure, ReadFigures, Verification
-from bench.measure import bounded, bounded_parallel, first_byte, read_whole
+from bench.measure import Bounded, bounded, bounded_parallel, first_byte, read_whole
 from bench.mounts import Mount, c_floor_mount, floor_mount
 from bench.processes import process_cpu_seconds
 from bench.raw import RawReader
@@ -74,6 +74,7 @@ class Round:
         self.big_keys = [f"big/{i}" for i in range(self.data.big_chunks)]
         self.many_keys = [f"many/{i}" for i in range(self.data.many_chunks)]
         self.picks = random_reads(self.data, 2000)
+        self.plain_directory = self.data.directory / "plain" / "big"
         self.cold = [self.data.big_chunks - 1 - i for i in range(min(16, self.data.big_chunks))]
 
     def attempt(self, tool: Tool, label: str, function: Callable[[], None]) -> None:
@@ -92,13 +93,28 @@ class Round:
         ttfb = [first_byte(mount.path / "big" / str(i)) for i in self.cold]
         self.out.record(Figure.TTFB, tool, 1000 * statistics.median(ttfb))
         paths = [mount.path / k for k in self.big_keys]
-        cpu = process_cpu_seconds(mount.process.pid)
-        run = bounded(paths, read_whole, self.budget)
-        self.out.record(Figure.SEQ_1, tool, run.mib_s())
-        cpu = process_cpu_seconds(mount.process.pid) - cpu
-        self.out.record(Figure.SEQ_CPU, tool, 1000 * cpu * MIB / max(1, run.nbytes))
+        run = self.sequential(tool, lambda: bounded(paths, read_whole, self.budget), mount)
         reread = bounded(paths[: run.count], read_whole, self.budget)
         self.out.record(Figure.REREAD, tool, reread.mib_s())
+
+    def sequential(
+        self, tool: Tool, loop: Callable[[], Bounded], mount: Mount | None = None
+    ) -> Bounded:
+        """Run the 1-reader loop and record its rate and the CPU per MiB of every party: the
+        daemon (of ``mount``), the reader (this process) and the target's server."""
+        daemon = process_cpu_seconds(mount.process.pid) if mount is not None else 0.0
+        server = self.target.server_cpu_seconds()
+        run = loop()
+        self.out.record(Figure.SEQ_1, tool, run.mib_s())
+        self.out.record(Figure.SEQ_READER_CPU, tool, run.cpu_ms_per_mib())
+        if mount is not None:
+            daemon = process_cpu_seconds(mount.process.pid) - daemon
+            self.out.record(Figure.SEQ_CPU, tool, 1000 * daemon * MIB / max(1, run.nbytes))
+        server_after = self.target.server_cpu_seconds()
+        if server is not None and server_after is not None:
+            per_mib = 1000 * (server_after - server) * MIB / max(1, run.nbytes)
+            self.out.record(Figure.SEQ_SERVER_CPU, tool, per_mib)
+        return run
 
     def eight_readers(self, mount: Mount, tool: Tool) -> None:
         """Every chunk read by 8 threads taking the next from a shared queue."""
@@ -179,11 +195,9 @@ class Round:
             fs.cat_file(f"big/{i}", 0, 1)
             ttfb.append(time.perf_counter() - begun)
         self.out.record(Figure.TTFB, Tool.CAT, 1000 * statistics.median(ttfb))
-        cpu = time.process_time()
-        run = bounded(self.big_keys, lambda k: len(fs.cat(k)), self.budget)
-        self.out.record(Figure.SEQ_1, Tool.CAT, run.mib_s())
-        cpu = time.process_time() - cpu
-        self.out.record(Figure.SEQ_CPU, Tool.CAT, 1000 * cpu * MIB / max(1, run.nbytes))
+        loop = functools.partial(bounded, self.big_keys, functools.partial(cat_length, fs))
+        run = self.sequential(Tool.CAT, lambda: loop(self.budget))
+        self.out.record(Figure.SEQ_CPU, Tool.CAT, run.cpu_ms_per_mib())  # it runs in process
         self.out.verify[Tool.CAT] = verify(self.data, "big", lambda i: fs.cat(f"big/{i}"))
         run = bounded(
             self.picks, lambda p: len(fs.cat_file(f"big/{p[0]}", p[1], p[1] + 4 * KIB)), self.budget
@@ -232,6 +246,22 @@ class Round:
         with c_floor_mount(workdir, source, threads, tuned=True) as mount:
             self.tuned_reader(mount, tool)
 
+    # ---- the plain local files: what the same loop reaches without FUSE
+
+    def plain(self) -> None:
+        """The chunks as plain files (``DataSet.write_plain_chunks``): first byte, one reader,
+        re-read and 8 readers, with the loop the mounts are read with."""
+        paths = [self.plain_directory / str(i) for i in range(self.data.big_chunks)]
+        if not all(path.exists() for path in paths):
+            raise RuntimeError("the plain chunk files were not written")
+        ttfb = [first_byte(paths[i]) for i in self.cold]
+        self.out.record(Figure.TTFB, Tool.PLAIN, 1000 * statistics.median(ttfb))
+        run = self.sequential(Tool.PLAIN, lambda: bounded(paths, read_whole, self.budget))
+        reread = bounded(paths[: run.count], read_whole, self.budget)
+        self.out.record(Figure.REREAD, Tool.PLAIN, reread.mib_s())
+        eight = bounded_parallel(paths, read_whole, self.budget, 8)
+        self.out.record(Figure.SEQ_8, Tool.PLAIN, eight.mib_s())
+
     # ---- fsspec.fuse (mounted at big/ and many/: it cannot mount a reference set's root)
 
     def fuse_big(self) -> None:
@@ -243,8 +273,7 @@ class Round:
             ttfb = [first_byte(mount.path / str(i)) for i in self.cold]
             self.out.record(Figure.TTFB, Tool.FUSE, 1000 * statistics.median(ttfb))
             paths = [mount.path / name for name in names]
-            run = bounded(paths, read_whole, budget)
-            self.out.record(Figure.SEQ_1, Tool.FUSE, run.mib_s())
+            run = self.sequential(Tool.FUSE, lambda: bounded(paths, read_whole, budget), mount)
             reread = bounded(paths[: run.count], read_whole, budget)
             self.out.record(Figure.REREAD, Tool.FUSE, reread.mib_s())
             self.out.verify[Tool.FUSE] = verify(
@@ -281,10 +310,13 @@ class Round:
         ):
             which = "many" if figure is Figure.MANY_JSON else "big"
             batches = [ranges[i : i + 256] for i in range(0, len(ranges), 256)]
-            run = bounded(batches, functools.partial(reader.read_ranges, which), self.budget)
+            loop = functools.partial(bounded, batches, functools.partial(reader.read_ranges, which))
+            if figure is Figure.SEQ_1:
+                run = self.sequential(Tool.RAW, functools.partial(loop, self.budget))
+            else:
+                run = loop(self.budget)
             done = sum(len(b) for b in batches[: run.count])
             if figure is Figure.SEQ_1:
-                self.out.record(Figure.SEQ_1, Tool.RAW, run.mib_s())
                 self.out.record(Figure.SEQ_8, Tool.RAW, run.mib_s())
             elif figure is Figure.MANY_JSON:
                 self.out.record(Figure.MANY_JSON, Tool.RAW, done / run.seconds)
@@ -303,6 +335,8 @@ class Round:
         self.attempt(Tool.FUSE, "big", self.fuse_big)
         self.attempt(Tool.FUSE, Figure.MANY_JSON, self.fuse_many)
         self.attempt(Tool.RAW, "raw", self.raw)
+        if self.target.name == "local":
+            self.attempt(Tool.PLAIN, "plain", self.plain)
         local = self.target.name == "local"
         concurrency = RawReader.concurrency
         self.out.raw_note = (

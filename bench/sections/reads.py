@@ -19,7 +19,7 @@ from bench.section import Context
 from bench.sections.read_tools import Round
 from bench.servers import environment, nginx, s3_environment, s3_key, s3_server
 from bench.system import CpuMeter, CpuShare, Residency, resident
-from bench.tools import Target
+from bench.tools import Target, Tool
 
 
 @dataclass
@@ -82,8 +82,11 @@ def run_local(context: Context) -> ReadResult:
     """The local section: the generated files read in place."""
     data = context.data
     target = local_target(data)
+    pinned = [data.big_file, data.many_file]
+    if Tool.PLAIN in context.options.tools:
+        pinned += data.write_plain_chunks()
     try:
-        return measure_resident(target, [data.big_file, data.many_file], context)
+        return measure_resident(target, pinned, context)
     finally:
         target.raw_reader.close()
 

@@ -49,7 +49,7 @@ def test_the_table_aligns_columns_and_shows_errors_and_gaps():
     row.compute()
     header, rule, line = table_lines([row])
     assert header.split()[:3] == ["figure", "unit", "refmount"]
-    assert len(HEADER) == 16
+    assert len(HEADER) == 17
     assert len(header) == len(rule) == len(line)
     columns = [text.strip() for text in _split(line, rule)]
     assert columns == [
@@ -58,6 +58,7 @@ def test_the_table_aligns_columns_and_shows_errors_and_gaps():
         "500",
         "250",
         "OSError: no fusepy",
+        "-",
         "-",
         "-",
         "-",
