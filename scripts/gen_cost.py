@@ -5,7 +5,7 @@ with one ``gen`` item of KEYS keys (``var/{{i}}.{{j}}``, one URL, ranges of 4096
 temporary directory, loads it and builds the tree as a mount does, and prints one line.
 ``--jinja`` renders each offset with an expression (``{{ (i * 1000 + j) * 4096 }}``), which
 takes jinja's path instead of plain substitution. ``--json`` prints the figures as one JSON
-object instead (``scripts/bench.py`` reads it).
+object instead (the benchmark's gen section, ``bench/sections/gen.py``, reads it).
 """
 
 from __future__ import annotations

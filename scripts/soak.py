@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from refmount.fuse.stats import STATS_FILE
-from tests.servers import (
+from tests.support.servers import (
     AWS_VARIABLES_TO_CLEAR,
     DUMMY_AWS_ENVIRONMENT,
     Fault,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration import mounting
-from tests.integration.mounting import MOUNT_TIMEOUT, is_mounted, unmount
-from tests.servers import (
+from tests.support import mounting
+from tests.support.mounting import MOUNT_TIMEOUT, is_mounted, unmount
+from tests.support.servers import (
     AWS_VARIABLES_TO_CLEAR,
     DUMMY_AWS_ENVIRONMENT,
     FaultProxy,

@@ -17,8 +17,8 @@ import pytest
 
 import refmount
 from refmount.errors import BadInputError, RefmountError, StartError
-from tests.integration import datasets
-from tests.integration.mounting import is_mounted, refmount_command, requires_fuse, unmount
+from tests.support import datasets
+from tests.support.mounting import is_mounted, refmount_command, requires_fuse, unmount
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 

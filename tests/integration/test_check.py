@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.datasets import json_v0, json_v1
-from tests.integration.mounting import mounted, refmount_command, requires_fuse
+from tests.support.datasets import json_v0, json_v1
+from tests.support.mounting import mounted, refmount_command, requires_fuse
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from refmount.store.store import PIN_RECHECK_SECONDS
-from tests.integration.datasets import target_bytes
-from tests.integration.mounting import Mount, mounted, read_errno, requires_fuse
-from tests.servers import RangeHTTPServer, S3Bucket, etag_of
+from tests.support.datasets import target_bytes
+from tests.support.mounting import Mount, mounted, read_errno, requires_fuse
+from tests.support.servers import RangeHTTPServer, S3Bucket, etag_of
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from refmount.ops.logs import JOURNAL_SOCKET_VARIABLE, SYSLOG_SOCKET_VARIABLE, escape_mountpoint
-from tests.integration.mounting import (
+from tests.support.mounting import (
     is_mounted,
     read_errno,
     refmount_command,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.integration import sources
-from tests.integration.mounting import requires_fuse, unmount
+from tests.support.mounting import requires_fuse, unmount
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 

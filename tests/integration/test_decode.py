@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 from tests.integration import sources
-from tests.integration.mounting import mounted, refmount_command, requires_fuse
 from tests.integration.test_interop import (
     Mounted,
     checksum,
@@ -34,6 +33,7 @@ from tests.integration.test_interop import (
     which,
     zarrita,
 )
+from tests.support.mounting import mounted, refmount_command, requires_fuse
 
 pytestmark = [
     pytest.mark.fuse,

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from refmount.read.failures import FAILED_RANGE_SECONDS
-from tests.integration.datasets import target_bytes
-from tests.integration.mounting import Mount, mounted, requires_fuse
-from tests.servers import RangeHTTPServer
+from tests.support.datasets import target_bytes
+from tests.support.mounting import Mount, mounted, requires_fuse
+from tests.support.servers import RangeHTTPServer
 
 pytestmark = [
     pytest.mark.usefixtures("each_fetcher"),

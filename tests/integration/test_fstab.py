@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.datasets import Dataset, json_v0
-from tests.integration.mounting import requires_fuse
+from tests.support.datasets import Dataset, json_v0
+from tests.support.mounting import requires_fuse
 
 ROOT = Path(__file__).parents[2]
 SHIM_DIRECTORY = "/usr/local/sbin"

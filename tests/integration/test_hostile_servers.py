@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.datasets import target_bytes
-from tests.integration.mounting import Mount, mounted, read_errno, requires_fuse
-from tests.servers import Hostile, RangeHTTPServer, gzip_member
+from tests.support.datasets import target_bytes
+from tests.support.mounting import Mount, mounted, read_errno, requires_fuse
+from tests.support.servers import Hostile, RangeHTTPServer, gzip_member
 
 pytestmark = [
     pytest.mark.usefixtures("each_fetcher"),

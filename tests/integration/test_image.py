@@ -25,7 +25,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from tests.integration.mounting import MOUNT_TIMEOUT, is_mounted, requires_fuse, unmount
+from tests.support.mounting import MOUNT_TIMEOUT, is_mounted, requires_fuse, unmount
 
 ROOT = Path(__file__).parents[2]
 CONTAINERFILE = ROOT / "deploy" / "Containerfile"

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from tests.integration import sources
-from tests.integration.mounting import Mount, mounted, requires_fuse
 from tests.integration.sources import Source
+from tests.support.mounting import Mount, mounted, requires_fuse
 
 pytestmark = [
     pytest.mark.fuse,

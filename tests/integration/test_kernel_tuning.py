@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from refmount.ops.kernel_tuning import knob_paths
-from tests.integration.datasets import json_v0
-from tests.integration.mounting import Mount, mounted, requires_fuse
+from tests.support.datasets import json_v0
+from tests.support.mounting import Mount, mounted, requires_fuse
 
 pytestmark = [
     pytest.mark.fuse,

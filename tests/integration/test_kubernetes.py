@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.mounting import (
+from tests.support.mounting import (
     MOUNT_TIMEOUT,
     is_mounted,
     read_errno,

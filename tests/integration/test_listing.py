@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.integration.datasets import target_bytes, zarray
-from tests.integration.mounting import mounted, read_errno, requires_fuse
-from tests.servers import RangeHTTPServer
+from tests.support.datasets import target_bytes, zarray
+from tests.support.mounting import mounted, read_errno, requires_fuse
+from tests.support.servers import RangeHTTPServer
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.mounting import mounted, read_errno, requires_fuse
+from tests.support.mounting import mounted, read_errno, requires_fuse
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 

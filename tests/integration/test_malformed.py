@@ -25,8 +25,8 @@ import pytest
 import zstandard
 
 from refmount import cli, daemon
-from tests.integration.datasets import zarray as uncompressed_zarray
-from tests.integration.mounting import (
+from tests.support.datasets import zarray as uncompressed_zarray
+from tests.support.mounting import (
     Mount,
     is_mounted,
     mounted,
@@ -34,7 +34,7 @@ from tests.integration.mounting import (
     requires_fuse,
     unmount,
 )
-from tests.servers import RangeHTTPServer
+from tests.support.servers import RangeHTTPServer
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 

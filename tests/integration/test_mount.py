@@ -16,8 +16,8 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from tests.integration.datasets import Dataset, json_v0, json_v1, target_bytes, zarray
-from tests.integration.mounting import (
+from tests.support.datasets import Dataset, json_v0, json_v1, target_bytes, zarray
+from tests.support.mounting import (
     Mount,
     mounted,
     refmount_command,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.mounting import Mount, mounted, requires_fuse
+from tests.support.mounting import Mount, mounted, requires_fuse
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.integration.mounting import mounted, requires_fuse
+from tests.support.mounting import mounted, requires_fuse
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.mounting import requires_fuse, unmount
+from tests.support.mounting import requires_fuse, unmount
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from refmount.read.failures import FAILED_RANGE_SECONDS
-from tests.integration.datasets import target_bytes, zarray
-from tests.integration.mounting import Mount, mounted, requires_fuse
-from tests.servers import Fault, FaultProxy, RangeHTTPServer, S3Bucket
+from tests.support.datasets import target_bytes, zarray
+from tests.support.mounting import Mount, mounted, requires_fuse
+from tests.support.servers import Fault, FaultProxy, RangeHTTPServer, S3Bucket
 
 pytestmark = [pytest.mark.usefixtures("each_fetcher"), pytest.mark.fuse, requires_fuse]
 

@@ -23,15 +23,15 @@ from refmount.cli import background
 from refmount.errors import ReferenceFormatError
 from refmount.formats import LoadOptions, load
 from tests.fakes import LocalSource
-from tests.integration.datasets import target_bytes, zarray
-from tests.integration.mounting import (
+from tests.support.datasets import target_bytes, zarray
+from tests.support.mounting import (
     is_mounted,
     mounted,
     read_errno,
     refmount_command,
     requires_fuse,
 )
-from tests.servers import RangeHTTPServer
+from tests.support.servers import RangeHTTPServer
 
 DATA = target_bytes(4_000, 41)
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.mounting import Mount, is_mounted, mounted, read_errno, requires_fuse
-from tests.servers import Fault, FaultProxy, RangeHTTPServer
+from tests.support.mounting import Mount, is_mounted, mounted, read_errno, requires_fuse
+from tests.support.servers import Fault, FaultProxy, RangeHTTPServer
 
 pytestmark = [pytest.mark.fuse, pytest.mark.http, requires_fuse]
 

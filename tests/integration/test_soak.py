@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.mounting import requires_fuse
+from tests.support.mounting import requires_fuse
 
 pytestmark = [
     pytest.mark.fuse,

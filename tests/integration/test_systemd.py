@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.datasets import json_v0
-from tests.integration.mounting import is_mounted, mounted, refmount_command, requires_fuse, unmount
+from tests.support.datasets import json_v0
+from tests.support.mounting import is_mounted, mounted, refmount_command, requires_fuse, unmount
 
 UNIT = Path(__file__).parents[2] / "systemd" / "refmount@.service"
 INSTALLED_BINARY = "/usr/local/bin/refmount"

@@ -16,8 +16,8 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from tests.delay_proxy import DelayProxy
-from tests.servers import (
+from tests.support.delay_proxy import DelayProxy
+from tests.support.servers import (
     AWS_VARIABLES_TO_CLEAR,
     DUMMY_AWS_ENVIRONMENT,
     Fault,

@@ -16,7 +16,7 @@ from refmount.store.obstore_engine import (
     classify,
 )
 from refmount.store.store import Store
-from tests.servers import RangeHTTPServer
+from tests.support.servers import RangeHTTPServer
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b", "AWS_REGION": "eu-west-1"}
 

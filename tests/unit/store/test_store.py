@@ -29,7 +29,7 @@ from refmount.store.roots import LocalRoots
 from refmount.store.sources import FsspecSource
 from refmount.store.store import Store
 from tests.pagecache import skip_unless_nowait
-from tests.servers import Hostile, RangeHTTPServer
+from tests.support.servers import Hostile, RangeHTTPServer
 
 
 class SlowAsyncFileSystem(AsyncFileSystem):  # type: ignore[misc]

@@ -9,7 +9,7 @@ Python, little CPU).
 One thread per direction of each connection. The client-to-server direction holds each piece
 until ``delay`` after it arrived (pieces keep their order, so a request split across pieces is
 held once); the answers are spliced back as they come. A client that pipelines requests would
-see them held together, which is what a far server does too. ``tests.servers.FaultProxy``
+see them held together, which is what a far server does too. ``tests.support.servers.FaultProxy``
 reads and rewrites HTTP messages in Python to inject faults; this one never parses them, so
 the benchmark's figures behind it are bound by the server and the client, not by the proxy.
 """

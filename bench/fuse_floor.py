@@ -1,6 +1,6 @@
 """The least a pyfuse3 filesystem can do per request: the bench's ceiling for any pyfuse3 daemon.
 
-Usage: ``python scripts/fuse_floor.py SOURCE CHUNK_SIZE MOUNTPOINT [LISTED]``
+Usage: ``python bench/fuse_floor.py SOURCE CHUNK_SIZE MOUNTPOINT [LISTED]``
 
 Serves ``big/0`` … ``big/N-1``, the ``CHUNK_SIZE`` chunks of ``SOURCE``, from one buffer read
 into memory at start: every READ is answered at once with a view of that buffer, with no

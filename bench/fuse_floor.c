@@ -7,7 +7,7 @@
  * (fuse_reply_buf: no copy in the daemon). Entries and attributes are cached for an hour
  * and files are opened with keep_cache, as refmount does. "single" answers from one thread
  * (as pyfuse3 does), "multi" from libfuse's thread pool. Stops on SIGTERM or SIGINT and
- * unmounts. Built by scripts/bench.py with: cc -O2 fuse_floor.c $(pkg-config --cflags
+ * unmounts. Built by the benchmark (bench/mounts.py) with: cc -O2 fuse_floor.c $(pkg-config --cflags
  * --libs fuse3).
  */
 #define FUSE_USE_VERSION 34

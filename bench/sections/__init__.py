@@ -1,0 +1,1 @@
+"""The benchmark's sections, one module per family; ``bench.registry`` lists them in order."""
