@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.section import Section
-from bench.sections import decode, gen, huge, json_rss, listing
+from bench.sections import decode, gen, huge, json_rss, latency, listing
 from bench.sections.read_rows import rows_for, server_note, summary_for
 from bench.sections.reads import run_http, run_local, run_s3
 
@@ -24,7 +24,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     read_section("local", run_local),
     read_section("http", run_http),
     read_section("s3", run_s3, notes=server_note),
-    # the latency section (a delaying proxy in front of the HTTP and S3 servers) goes here
+    latency.SECTION,
     listing.SECTION,
     huge.SECTION,
     json_rss.SECTION,
