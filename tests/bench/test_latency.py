@@ -1,10 +1,7 @@
-"""The latency section's arithmetic: rates per chunk size, its goals against the other readers,
-the medians of rounds, the reference sets it writes, and its notes table."""
+"""The latency section's arithmetic: its goals against the other readers, the medians of rounds,
+its rows and its notes table."""
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import pytest
 
@@ -12,21 +9,12 @@ from bench.sections.latency import (
     BIG_GOAL,
     MANY_GOAL,
     ArrayFigures,
-    Endpoint,
     LatencyFigures,
     median_figures,
     notes,
-    rate,
     rows,
-    write_set,
 )
 from bench.tools import Tool
-
-
-def test_rates_are_mib_per_second_for_1_mib_chunks_and_files_per_second_for_4_kib():
-    assert rate("big", 100, 2.0) == 50.0
-    assert rate("many", 100, 2.0) == 50.0
-    assert rate("many", 1000, 0.5) == 2000.0
 
 
 def big(**rates: float | str) -> ArrayFigures:
@@ -68,17 +56,6 @@ def test_medians_skip_failed_rounds_and_keep_an_error_when_every_round_failed():
     merged = median_figures(rounds)["big"]
     assert merged.rates == {"refmount": 200.0, "gdal": "TimeoutError"}
     assert merged.daemon_cpu_ms_per_chunk == 3.0
-
-
-def test_the_reference_set_holds_both_arrays_back_to_back_in_their_files(tmp_path: Path):
-    endpoint = Endpoint("http", {"big": "http://h/big.bin", "many": "http://h/many.bin"})
-    path = write_set(tmp_path / "set.json", endpoint, {"big": 2, "many": 3})
-    refs = json.loads(path.read_text())["refs"]
-    assert refs["big/1"] == ["http://h/big.bin", 1024 * 1024, 1024 * 1024]
-    assert refs["many/2"] == ["http://h/many.bin", 8192, 4096]
-    assert "many/3" not in refs
-    zarray = json.loads(refs["many/.zarray"])
-    assert (zarray["shape"], zarray["chunks"], zarray["dtype"]) == ([3 * 4096], [4096], "|u1")
 
 
 def test_rows_count_refmount_against_cat_and_the_notes_show_every_reader():
