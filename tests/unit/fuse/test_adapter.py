@@ -11,23 +11,18 @@ import pyfuse3
 import pytest
 import trio
 
-from refmount.config import ReadConfig
+from refmount.config import RetryConfig
 from refmount.fuse.adapter import FuseOperations, InFlight
-from refmount.fuse.filesystem import Owner, RefFilesystem
 from refmount.fuse.stats import STATS_FILE
 from refmount.model import Inline, Whole
-from refmount.namespace.tree import Tree
-from refmount.read.reader import Reader
 from tests.fakes import DictReferences, MemoryTarget
+from tests.unit.fuse.conftest import wire
 
 CONTEXT = cast(pyfuse3.RequestContext, None)
 
 
 def operations(*, xattrs: bool = True) -> FuseOperations:
-    refs = DictReferences(explicit={"a": Inline(b"hello")})
-    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
-    reader = Reader(MemoryTarget(), ReadConfig())
-    fs = RefFilesystem(tree, refs, reader, owner=Owner(1, 1), mtime_ns=0)
+    fs = wire(DictReferences(explicit={"a": Inline(b"hello")}), retry=RetryConfig(), mtime_ns=0).fs
     return FuseOperations(fs, timeout=1.0, xattrs=xattrs)
 
 
@@ -117,10 +112,7 @@ async def test_listed_attributes_are_those_getattr_gives(
             "d/g": Inline(b"z" * 513),
         }
     )
-    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
-    fs = RefFilesystem(
-        tree, refs, Reader(MemoryTarget(), ReadConfig()), owner=Owner(1, 1), mtime_ns=7
-    )
+    fs = wire(refs, retry=RetryConfig(), mtime_ns=7).fs
     ops = FuseOperations(fs, timeout=1.0)
     fields = ("st_ino", "st_mode", "st_nlink", "st_size", "st_blocks", "st_mtime_ns", "st_uid")
     listed: dict[bytes, tuple[int, ...]] = {}
@@ -149,8 +141,7 @@ async def test_an_entry_of_unknown_size_is_listed_for_the_kernel_not_to_keep(
         explicit={"d/gone": Whole("mem://gone"), "d/good": Whole("mem://d"), "d/i": Inline(b"i")}
     )
     target = MemoryTarget(objects={"mem://d": b"data"}, failing={"mem://gone"})
-    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
-    fs = RefFilesystem(tree, refs, Reader(target, ReadConfig()), owner=Owner(1, 1), mtime_ns=7)
+    fs = wire(refs, target, retry=RetryConfig(), mtime_ns=7).fs
     ops = FuseOperations(fs, timeout=5.0)
     listed: dict[bytes, tuple[int, float, float]] = {}
 

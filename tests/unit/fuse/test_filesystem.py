@@ -26,23 +26,20 @@ from refmount.fuse.filesystem import Owner, RefFilesystem
 from refmount.fuse.listing import DIRECTORY, READDIR_BATCH, UNRESOLVED
 from refmount.fuse.stats import STATS_FILE, Statistics
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
-from refmount.namespace.tree import Tree
 from refmount.read.path import NeighbourPrefetch
 from refmount.read.reader import Reader
 from tests.fakes import DictReferences, MemoryTarget
+from tests.unit.fuse.conftest import MTIME_NS, wire
 
 DATA = b"HELLO WORLD 0123456789abcdefghijklmnopqrstuvwxyz"
-MTIME_NS = 1_700_000_000_000_000_000
 
 
 def make_fs(
     references: DictReferences, target: MemoryTarget | None = None
 ) -> tuple[RefFilesystem, MemoryTarget]:
     target = target or MemoryTarget(objects={"mem://d": DATA})
-    tree = Tree.build(references.keys(), references.grids, source=references.source)
-    reader = Reader(target, ReadConfig())
-    owner = Owner(uid=1234, gid=5678)
-    return RefFilesystem(tree, references, reader, owner=owner, mtime_ns=MTIME_NS), target
+    wired = wire(references, target, retry=RetryConfig(), owner=Owner(uid=1234, gid=5678))
+    return wired.fs, target
 
 
 @pytest.fixture
@@ -373,16 +370,7 @@ async def test_open_files_are_counted_in_the_snapshot(simple: RefFilesystem) -> 
 
 async def test_a_given_statistics_object_is_used() -> None:
     statistics = Statistics()
-    refs = DictReferences(explicit={"a": Inline(b"x")})
-    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
-    fs = RefFilesystem(
-        tree,
-        refs,
-        Reader(MemoryTarget(), ReadConfig()),
-        owner=Owner(1, 1),
-        mtime_ns=MTIME_NS,
-        statistics=statistics,
-    )
+    fs = wire(DictReferences(explicit={"a": Inline(b"x")}), statistics=statistics).fs
     assert fs.statistics is statistics
 
 
@@ -396,10 +384,7 @@ def test_owner_takes_uid_gid_and_umask() -> None:
 
 async def test_umask_and_owner_show_in_every_attribute() -> None:
     refs = DictReferences(explicit={"a/b": Inline(b"x")})
-    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
-    reader = Reader(MemoryTarget(), ReadConfig())
-    owner = Owner.current(0o077, uid=42, gid=43)
-    fs = RefFilesystem(tree, refs, reader, owner=owner, mtime_ns=MTIME_NS)
+    fs = wire(refs, owner=Owner.current(0o077, uid=42, gid=43)).fs
     for path, mode in (("a", stat.S_IFDIR | 0o500), ("a/b", stat.S_IFREG | 0o400)):
         attributes = await fs.getattr(await path_inode(fs, path))
         assert (attributes.mode, attributes.uid, attributes.gid) == (mode, 42, 43)
@@ -421,15 +406,7 @@ async def test_a_chunk_whose_target_is_refused_cannot_be_opened() -> None:
         return "outside the local roots" if url == "mem://secret" else None
 
     target = MemoryTarget(objects={"mem://d": DATA, "mem://secret": b"no"})
-    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
-    fs = RefFilesystem(
-        tree,
-        refs,
-        Reader(target, ReadConfig()),
-        owner=Owner(1, 1),
-        mtime_ns=MTIME_NS,
-        target_problem=problem,
-    )
+    fs = wire(refs, target, retry=RetryConfig(), target_problem=problem).fs
     assert await read_all(fs, "x/0") == b"HELLO"
     array = await path_inode(fs, "x")
     assert await fs.lookup(array, "1") is not None  # listed and stat-able: sizes are known
@@ -464,7 +441,6 @@ def chunked_fs(
         explicit={f"x/{i}": Range("mem://o", i * CHUNK, CHUNK) for i in range(CHUNKS)}
     )
     target = target or MemoryTarget(objects={"mem://o": OBJECT})
-    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
     settings = {
         "neighbour_bytes": 4 * CHUNK,
         "neighbour_gap": 100,
@@ -472,9 +448,8 @@ def chunked_fs(
         "late_growth": 1,
     }
     settings.update(config)
-    reader = Reader(target, ReadConfig(**settings), RetryConfig(retries=0))
-    fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
-    return fs, target, reader
+    wired = wire(refs, target, ReadConfig(**settings))
+    return wired.fs, target, wired.reader
 
 
 async def read_chunk(fs: RefFilesystem, number: int, *, settle: bool = True) -> bytes:
@@ -563,12 +538,11 @@ async def test_chunks_of_a_grid_are_indexed_in_bulk_and_fetched_together() -> No
         chunks={0: {i: Range("mem://o", i * CHUNK, CHUNK) for i in range(CHUNKS)}},
     )
     target = MemoryTarget(objects={"mem://o": OBJECT})
-    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
     config = ReadConfig(
         neighbour_bytes=4 * CHUNK, neighbour_gap=100, neighbour_growth=1, late_growth=1
     )
-    reader = Reader(target, config, RetryConfig(retries=0))
-    fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
+    wired = wire(refs, target, config)
+    fs, reader = wired.fs, wired.reader
     async with reader.running():
         for number in range(CHUNKS):
             handle = await fs.open(await path_inode(fs, f"g/{number}"), os.O_RDONLY)
@@ -626,7 +600,6 @@ async def test_the_window_doubles_while_reading_in_order_and_starts_small_after_
     step = 100
     refs = DictReferences(explicit={f"y/{i}": Range("mem://o", i * step, step) for i in range(64)})
     target = MemoryTarget(objects={"mem://o": OBJECT})
-    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
     config = ReadConfig(
         neighbour_bytes=4 * step,
         neighbour_part_bytes=2 * step,
@@ -634,8 +607,8 @@ async def test_the_window_doubles_while_reading_in_order_and_starts_small_after_
         neighbour_growth=4,
         late_growth=1,
     )
-    reader = Reader(target, config, RetryConfig(retries=0))
-    fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
+    wired = wire(refs, target, config)
+    fs, reader = wired.fs, wired.reader
     async with reader.running():
         for number in [*range(25), 60, 61]:
             handle = await fs.open(await path_inode(fs, f"y/{number}"), os.O_RDONLY)
@@ -838,9 +811,8 @@ async def test_local_files_are_not_coalesced(tmp_path: Path) -> None:
     path = tmp_path / "o.bin"
     target = MemoryTarget(objects={str(path): OBJECT})
     refs = DictReferences(explicit={f"x/{i}": Range(str(path), i * CHUNK, CHUNK) for i in range(4)})
-    tree = Tree.build(refs.keys(), refs.grids, source=refs.source)
-    reader = Reader(target, ReadConfig(), RetryConfig(retries=0))
-    fs = RefFilesystem(tree, refs, reader, owner=Owner(uid=1, gid=1), mtime_ns=MTIME_NS)
+    wired = wire(refs, target)
+    fs, reader = wired.fs, wired.reader
     async with reader.running():
         for number in range(4):
             assert await read_chunk(fs, number) == expected(number)
@@ -879,10 +851,8 @@ def sparse_parquet(tmp_path: Path, chunks: dict[str, dict[int, list[object]]]) -
     write_parquet_set(root, metadata, chunks, 100_000)
     source = LocalSource(root)
     references = load_parquet(source, LoadOptions())
-    tree = Tree.build(references.keys(), references.grids, source=references.source)
-    reader = Reader(MemoryTarget(objects={"mem://d": DATA}), ReadConfig())
-    owner = Owner(uid=1234, gid=5678)
-    return RefFilesystem(tree, references, reader, owner=owner, mtime_ns=MTIME_NS)
+    target = MemoryTarget(objects={"mem://d": DATA})
+    return wire(references, target, retry=RetryConfig(), owner=Owner(uid=1234, gid=5678)).fs
 
 
 async def test_a_sparse_grid_lists_what_is_present_not_the_grid(tmp_path: Path) -> None:
