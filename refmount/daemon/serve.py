@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyfuse3
@@ -96,7 +97,8 @@ def mount_and_serve(
         bound.settle()  # the fetch engines are imported: count the bound from here
 
     try:
-        trio.run(_serve, mountpoint, ready, reader, requests, tuning, prepare, lifeline, bound)
+        serving = Serving(mountpoint, ready, reader, requests, tuning, prepare, lifeline, bound)
+        trio.run(_serve, serving)
     finally:
         store.close()
         log.info("unmounting %s", mountpoint)
@@ -135,28 +137,40 @@ def tune_kernel(
     log.log(done, "kernel tuning for %s: %s", mountpoint, kernel_tuning.describe(knobs))
 
 
-async def _serve(
-    mountpoint: Path,
-    on_ready: Callable[[], None],
-    reader: Reader,
-    requests: InFlight,
-    tuning: kernel_tuning.KernelTuning | None = None,
-    prepare: Callable[[], None] | None = None,
-    lifeline: int | None = None,
-    bound: allocator.ResidentBound | None = None,
-) -> None:
+@dataclass(frozen=True)
+class Serving:
+    """What the serving loop runs with: the mount's reader and requests, what to call once
+    it answers (``ready``) and in a worker thread meanwhile (``prepare``), the kernel
+    ``tuning``, the owner's ``lifeline`` and the resident ``bound``."""
+
+    mountpoint: Path
+    ready: Callable[[], None]
+    reader: Reader
+    requests: InFlight
+    tuning: kernel_tuning.KernelTuning | None = None
+    prepare: Callable[[], None] | None = None
+    lifeline: int | None = None
+    bound: allocator.ResidentBound | None = None
+
+
+async def _serve(serving: Serving) -> None:
+    """Serve until unmounted: pyfuse3's loop, and beside it the helpers that watch signals,
+    the owner, readiness and the resident set."""
+    requests = serving.requests
     # the reader prefetches in a nursery of its own while serving; leaving cancels it
-    async with reader.running(), trio.open_nursery() as nursery:
-        if bound is not None:
-            nursery.start_soon(_keep_resident_within, bound)
-        if prepare is not None:
+    async with serving.reader.running(), trio.open_nursery() as nursery:
+        if serving.bound is not None:
+            nursery.start_soon(_keep_resident_within, serving.bound)
+        if serving.prepare is not None:
             nursery.start_soon(
-                functools.partial(trio.to_thread.run_sync, prepare, abandon_on_cancel=True)
+                functools.partial(trio.to_thread.run_sync, serving.prepare, abandon_on_cancel=True)
             )
         nursery.start_soon(_stop_on_signals, requests)
-        if lifeline is not None:
-            nursery.start_soon(_stop_when_owner_exits, lifeline, requests)
-        nursery.start_soon(_announce_and_watch, mountpoint, on_ready, requests, tuning)
+        if serving.lifeline is not None:
+            nursery.start_soon(_stop_when_owner_exits, serving.lifeline, requests)
+        nursery.start_soon(
+            _announce_and_watch, serving.mountpoint, serving.ready, requests, serving.tuning
+        )
         await pyfuse3.main(min_tasks=4, max_tasks=256)
         nursery.cancel_scope.cancel()  # unmounted from outside: stop the helpers
 
