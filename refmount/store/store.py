@@ -7,16 +7,15 @@ unless the store was made with ``fetcher="fsspec"``; fsspec for everything else,
 URL whose server ignored a range or sent no length (from then on). obstore's coroutines run
 on fsspec's loop through the same bridge, host limits and error handling.
 
-Async filesystems (HTTP, S3 …) run on fsspec's own asyncio loop thread; trio awaits their
-results through the bridge (``bridge.wait_for_future``) without a thread per request, at
-most ``connections_per_host`` at a time per host. HTTP(S) and S3 ranges are read by
-``bounded``: streamed, never past one byte after the range, never inflated. Plain local
-files are read through descriptors kept open (``local_files.LocalFiles``: from the page
-cache on the loop's thread, else in a worker thread given up on at the deadline, at most a
-few per file; only regular files outside the mount); other blocking filesystems run in
-worker threads. All worker threads are bounded by one ``trio.CapacityLimiter``. Every
-failure leaves as ``TargetError`` (``failures``), marked retryable or not; retrying is the
-reader's business.
+Both engines' requests run through one ``runner.Runner``: on fsspec's asyncio loop thread,
+awaited from trio without a thread per request, at most ``connections_per_host`` at a time
+per host, or in worker threads. The fsspec engine (``fsspec_engine``) keeps the filesystems
+and streams HTTP(S) and S3 ranges through ``bounded``. Plain local files are read through
+descriptors kept open (``local_files.LocalFiles``: from the page cache on the loop's
+thread, else in a worker thread given up on at the deadline, at most a few per file; only
+regular files outside the mount). All worker threads are bounded by one
+``trio.CapacityLimiter``. Every failure leaves as ``TargetError`` (``failures``), marked
+retryable or not; retrying is the reader's business.
 
 Storage options (``options``) may be keyed by URL prefix (``https://host``); each
 (protocol, option key) gets its own filesystem instance, so credentials meant for one host
@@ -28,27 +27,20 @@ the local roots.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import os
-import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Iterable
 
-import fsspec
-import fsspec.asyn
-import fsspec.core
 import trio
 
 from refmount.config import FETCHERS
 from refmount.errors import TargetChangedError, TargetError, TargetReadError
 from refmount.flight import SingleFlight
 from refmount.lru import LRU
-from refmount.store.bounded import bounded_range, http_stream, s3_stream
-from refmount.store.bridge import wait_for_future
-from refmount.store.failures import http_status, target_error
+from refmount.store.failures import target_error
+from refmount.store.fsspec_engine import FileSystem, FsspecEngine, VersionRefused
 from refmount.store.local_files import LocalFiles
 from refmount.store.obstore_engine import (
     ObstoreEngine,
@@ -63,19 +55,13 @@ from refmount.store.options import (
 from refmount.store.pins import Pin
 from refmount.store.roots import LocalRoots
 from refmount.store.routes import Kind, Route, route_of
+from refmount.store.runner import Runner
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-FileSystem = Any
-"""An ``fsspec.AbstractFileSystem``; fsspec has no type hints."""
 
 PIN_RECHECK_SECONDS = 5.0
 """Where a range read cannot carry the pinned version (S3 through s3fs, other protocols),
 how old a confirmation may be before a read asks the target for its version again."""
-
-PRECONDITION_FAILED = 412
 
 ROUTES = 65536
 """How many URLs' routes are kept (the least recently read go, and are worked out again)."""
@@ -118,18 +104,17 @@ class Store:
         self._routes: LRU[str, Route] = LRU(ROUTES)
         self._plans: dict[str, Plan | None] = {}
         """URL → how obstore reads it (None: fsspec does), decided at the URL's first use."""
-        self._filesystems: dict[tuple[str, str | None], FileSystem] = {}
-        self._lock = threading.Lock()
-        self._threads = trio.CapacityLimiter(threads)
-        self._per_host = connections_per_host
-        self._hosts: dict[str, trio.Semaphore] = {}
+        self._runner = Runner(trio.CapacityLimiter(threads), connections_per_host)
+        self._fsspec = FsspecEngine(self._options, self._runner)
         self._local_roots = local_roots
         self._pin = pin
         self._recheck_after = recheck_after
         self._clock = clock
         self._pins: dict[str, Pin] = {}
         self._pinning: SingleFlight[Pin] = SingleFlight()
-        self._local = LocalFiles(self._threads, forbidden=() if own_mount is None else (own_mount,))
+        self._local = LocalFiles(
+            self._runner.threads, forbidden=() if own_mount is None else (own_mount,)
+        )
         self._local_paths: dict[str, str] = {}
         """URL → path of local files read at least once (the path ``LocalFiles`` keys)."""
 
@@ -138,31 +123,9 @@ class Store:
         self._local.close()
 
     def filesystem(self, url: str) -> tuple[FileSystem, str]:
-        """Return the filesystem that serves ``url`` and the path to give it.
-
-        The first call for a protocol may import its implementation (s3fs, aiohttp: a tenth
-        of a second or more): the read path calls it from a worker thread then
-        (``_resolve``), and ``prepare`` does it ahead of the first read.
-        """
-        return self._filesystem_for(url, route_of(url, self._options).filesystem_key)
-
-    def _filesystem_for(self, url: str, key: tuple[str, str | None]) -> tuple[FileSystem, str]:
-        """``filesystem`` for ``url``, whose ``_filesystem_key`` is ``key``."""
-        with self._lock:
-            fs = self._filesystems.get(key)
-            if fs is None:
-                if "::" in url:
-                    fs, _ = fsspec.core.url_to_fs(url, **self._options.for_url(url))
-                else:
-                    fs = fsspec.filesystem(
-                        key[0], skip_instance_cache=True, **self._options.for_target(url)
-                    )
-                self._filesystems[key] = fs
-        if "::" in url:
-            return fs, fs._strip_protocol(url.rsplit("::", 1)[1])
-        if key[0] == "data":
-            return fs, url  # fsspec's data filesystem reads the URI, not its stripped body
-        return fs, fs._strip_protocol(url)
+        """Return the fsspec filesystem that serves ``url`` and the path to give it (made now
+        if new: the first of a protocol may import it, so not on the event loop)."""
+        return self._fsspec.filesystem(url, route_of(url, self._options).filesystem_key)
 
     def _route(self, url: str) -> Route:
         """Return the route of ``url``, worked out at its first read and kept (event loop)."""
@@ -177,15 +140,7 @@ class Store:
 
         A URL whose filesystem cannot be created is left for its first read to report.
         """
-        for url in urls:
-            if self._obstore_plan(url) is not None:
-                continue
-            key = route_of(url, self._options).filesystem_key  # a thread: not the kept routes
-            if key not in self._filesystems:
-                try:
-                    self._filesystem_for(url, key)
-                except Exception as error:  # noqa: BLE001 - the read that needs it will say
-                    log.debug("cannot prepare a filesystem for %s yet: %s", url, error)
+        self._fsspec.prepare(url for url in urls if self._obstore_plan(url) is None)
 
     def engine_of(self, url: str) -> str:
         """Return the name of the engine that serves ``url``: ``obstore`` or ``fsspec``."""
@@ -219,12 +174,12 @@ class Store:
         if route.kind is Kind.LOCAL:
             return await self._read_local(url, route, fs, path, start, end)
         pin = await self._pinned(url, route, fs, path) if self._pin else None
-        if fs.async_impl:
-            data = await self._read_async(url, route, fs, path, start, end, pin)
-        else:
-            data = cast(
-                bytes, await self._in_thread(url, lambda: fs.cat_file(path, start=start, end=end))
-            )
+        condition = pin.http_condition() if pin is not None and route.kind is Kind.HTTP else {}
+        try:
+            data = await self._fsspec.read(url, route, fs, path, start, end, condition)
+        except VersionRefused:
+            assert pin is not None
+            raise await self._changed(url, route, fs, path, pin) from None
         if pin is not None and not (route.kind is Kind.HTTP and pin.http_condition()):
             await self._recheck(url, route, fs, path, pin)
         return data
@@ -250,7 +205,7 @@ class Store:
         elif route.kind is Kind.LOCAL:
             size = (await self._local_status(url, path)).st_size
         else:
-            size = (await self._info(url, route, fs, path)).get("size")
+            size = (await self._fsspec.info(url, route, fs, path)).get("size")
         return size
 
     async def _read_obstore(self, url: str, route: Route, plan: Plan, start: int, end: int) -> Data:
@@ -267,45 +222,37 @@ class Store:
         engine = self._obstore
         assert engine is not None
         try:
-            data = await self._on_fsspec_loop(
+            data = await self._runner.on_loop(
                 url, route, lambda: engine.read(url, plan, start, end, condition)
             )
         except TargetError as error:
             if pin is None or not isinstance(error.__cause__, PreconditionFailed):
                 raise
-            try:
-                now = (await self._current_version(url, route, None, url)).describe()
-            except TargetError:
-                now = "another version (HTTP 412)"
-            raise TargetChangedError(url, pin.describe(), now) from None
+            raise await self._changed(url, route, None, url, pin) from None
         if pin is not None and not condition:
             await self._recheck(url, route, None, url, pin)
         return data
 
     async def _resolve(self, url: str, route: Route) -> tuple[FileSystem, str]:
         key = route.filesystem_key
-        if key not in self._filesystems:
+        if not self._fsspec.has(route):
             # the first use of a protocol may import it: not on the event loop
-            await trio.to_thread.run_sync(self._filesystem, url, key, limiter=self._threads)
+            await trio.to_thread.run_sync(
+                self._fsspec.filesystem, url, key, limiter=self._runner.threads
+            )
         roots = self._local_roots
         if roots is None:
-            return self._filesystem(url, key)
+            return self._fsspec.filesystem(url, key)
         local = roots.local_path(url)
         if local is None:
             roots.resolve(url)  # no file to look up: the protocols alone may refuse it
-            return self._filesystem(url, key)
+            return self._fsspec.filesystem(url, key)
         # the path looked up once per read, in a worker thread of the file's own (its
         # filesystem may hang); raises TargetAccessError
         real = await self._local.call(local, functools.partial(roots.resolve, url))
         if route.kind is not Kind.LOCAL:
-            return self._filesystem(url, key)  # a chain ending in a local file: as named
-        return self._filesystem(url, key)[0], real
-
-    def _filesystem(self, url: str, key: tuple[str, str | None]) -> tuple[FileSystem, str]:
-        try:
-            return self._filesystem_for(url, key)
-        except Exception as error:
-            raise TargetReadError(url, f"cannot open a filesystem for it: {error}") from error
+            return self._fsspec.filesystem(url, key)  # a chain ending in a local file: as named
+        return self._fsspec.filesystem(url, key)[0], real
 
     # ------------------------------------------------------------------ pinning
 
@@ -332,66 +279,24 @@ class Store:
         if plan is not None:
             engine = self._obstore
             assert engine is not None
-            info = await self._on_fsspec_loop(url, route, lambda: engine.head(url, plan))
+            info = await self._runner.on_loop(url, route, lambda: engine.head(url, plan))
             return Pin.from_info(info, self._clock())
         if route.kind is Kind.LOCAL:
             return Pin.from_stat(await self._local_status(url, path), self._clock())
         refresh = {"refresh": True} if route.protocol in S3_PROTOCOLS else {}
-        return Pin.from_info(await self._info(url, route, fs, path, **refresh), self._clock())
+        info = await self._fsspec.info(url, route, fs, path, **refresh)
+        return Pin.from_info(info, self._clock())
 
-    async def _info(
-        self, url: str, route: Route, fs: FileSystem, path: str, **kwargs: Any
-    ) -> dict[str, Any]:
-        if fs.async_impl:
-            info = await self._on_fsspec_loop(url, route, lambda: fs._info(path, **kwargs))
-        else:
-            info = await self._in_thread(url, lambda: fs.info(path, **kwargs))
-        return info if isinstance(info, dict) else {}
-
-    async def _read_async(
-        self,
-        url: str,
-        route: Route,
-        fs: FileSystem,
-        path: str,
-        start: int,
-        end: int,
-        pin: Pin | None,
-    ) -> bytes:
-        """Read ``[start, end)`` on fsspec's loop; HTTP and S3 answers are read as a stream.
-
-        Over HTTP and S3 the body is read up to one byte more than the range asks for and
-        no further (``bounded_range``): a server that ignores the range, sends a body that
-        never ends or an encoded body cannot make the daemon hold more than the range. Other
-        async filesystems answer through ``_cat_file``.
-        """
-        if end <= start:
-            return b""
-        condition = pin.http_condition() if pin is not None and route.kind is Kind.HTTP else {}
-        if route.kind is Kind.HTTP:
-            read = functools.partial(bounded_range, http_stream, url, fs, path, start, end)
-        elif route.kind is Kind.S3:
-            read = functools.partial(bounded_range, s3_stream, url, fs, path, start, end)
-        else:
-            return cast(
-                bytes,
-                await self._on_fsspec_loop(
-                    url, route, lambda: fs._cat_file(path, start=start, end=end)
-                ),
-            )
-        if not condition:
-            return await self._on_fsspec_loop(url, route, read)
-        try:
-            return await self._on_fsspec_loop(url, route, functools.partial(read, condition))
-        except TargetError as error:
-            if http_status(error.__cause__ or error) != PRECONDITION_FAILED:
-                raise
-        assert pin is not None
+    async def _changed(
+        self, url: str, route: Route, fs: FileSystem, path: str, pin: Pin
+    ) -> TargetChangedError:
+        """Return the error for a read the server refused for carrying ``pin`` (HTTP 412),
+        naming the version there now if it can be asked."""
         try:
             now = (await self._current_version(url, route, fs, path)).describe()
         except TargetError:
             now = "another version (HTTP 412)"
-        raise TargetChangedError(url, pin.describe(), now)
+        return TargetChangedError(url, pin.describe(), now)
 
     async def _recheck(self, url: str, route: Route, fs: FileSystem, path: str, pin: Pin) -> None:
         """Where a read cannot carry the version: ask again once the last check is old."""
@@ -464,34 +369,4 @@ class Store:
         try:
             return await self._local.status(path)
         except OSError as error:
-            raise target_error(url, error) from error
-
-    # ------------------------------------------------------------------ running requests
-
-    def _host_slots(self, route: Route) -> trio.Semaphore:
-        host = route.host
-        slots = self._hosts.get(host)
-        if slots is None:
-            slots = self._hosts[host] = trio.Semaphore(self._per_host)
-        return slots
-
-    async def _on_fsspec_loop(
-        self, url: str, route: Route, coroutine: Callable[[], Coroutine[Any, Any, T]]
-    ) -> T:
-        async with self._host_slots(route):
-            loop = fsspec.asyn.get_loop()
-            future = asyncio.run_coroutine_threadsafe(coroutine(), loop)
-            try:
-                return await wait_for_future(future)
-            except (trio.Cancelled, TargetError):
-                raise
-            except Exception as error:
-                raise target_error(url, error) from error
-
-    async def _in_thread(self, url: str, function: Callable[[], T]) -> T:
-        try:
-            return await trio.to_thread.run_sync(
-                function, limiter=self._threads, abandon_on_cancel=True
-            )
-        except Exception as error:
             raise target_error(url, error) from error
