@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import bisect
 import functools
 import itertools
 import json
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 from refmount.errors import ReferenceFormatError
 from refmount.formats.options import LoadOptions
 from refmount.model import Inline, Range, Reference, Whole
+from refmount.packed import PackedBuilder, PackedStrings
 from refmount.urls import protocol_of, resolve
 
 if TYPE_CHECKING:
@@ -122,9 +122,8 @@ class CompactReferences(Mapping[str, Reference]):
         "_frozen",
         "_hint",
         "_inline",
-        "_key_blob",
         "_key_build",
-        "_key_ends",
+        "_keys",
         "_kinds",
         "_lengths",
         "_offsets",
@@ -150,10 +149,9 @@ class CompactReferences(Mapping[str, Reference]):
         self._inline = bytearray()
         self._url_table: list[str] = []
         self._url_ids: dict[str, int] = {}
-        self._key_build = bytearray()
-        """The keys stored so far, until ``freeze`` makes them ``_key_blob``."""
-        self._key_blob = b""
-        self._key_ends = array("q")
+        self._key_build = PackedBuilder()
+        """The keys stored so far, until ``freeze`` makes them ``_keys``."""
+        self._keys = PackedStrings()
         self._order: array[int] | None = None
         self._repeated = False
         self.generated: GenGrids | None = None
@@ -177,8 +175,7 @@ class CompactReferences(Mapping[str, Reference]):
         if slot is None:
             if slots is not None:
                 slots[key] = len(self._kinds)
-            self._key_build += key.encode("utf-8", "surrogatepass")
-            self._key_ends.append(len(self._key_build))
+            self._key_build.append(key.encode("utf-8", "surrogatepass"))
             self._kinds.append(kind)
             self._urls.append(url)
             self._offsets.append(offset)
@@ -226,10 +223,8 @@ class CompactReferences(Mapping[str, Reference]):
         """
         if self._frozen:
             return self
-        self._key_blob = blob = bytes(self._key_build)
-        self._key_build = bytearray()
-        ends = self._key_ends
-        keys = [blob[start:end] for start, end in itertools.pairwise(itertools.chain((0,), ends))]
+        table = self._keys = self._key_build.freeze()
+        keys = table.utf8_run(0, len(table))
         if any(a >= b for a, b in itertools.pairwise(keys)):
             # UTF-8 bytes sort like the code points they encode, so the order holds for both.
             self._order = array("l", sorted(range(len(keys)), key=keys.__getitem__))
@@ -248,10 +243,6 @@ class CompactReferences(Mapping[str, Reference]):
 
     # ----------------------------------------------------------------- reading
 
-    def _key_bytes(self, slot: int) -> bytes:
-        ends = self._key_ends
-        return self._key_blob[ends[slot - 1] if slot else 0 : ends[slot]]
-
     def _slot(self, key: str) -> int | None:
         if not self._frozen:
             self.expect_duplicates()
@@ -261,27 +252,25 @@ class CompactReferences(Mapping[str, Reference]):
             wanted = key.encode("utf-8", "surrogatepass")
         except UnicodeEncodeError:
             return None
-        count = len(self._key_ends)
+        keys = self._keys
+        key_bytes = keys.utf8
+        count = len(keys)
         # Callers often walk the keys in order: sorted (a listing) or the file's (slot after
         # slot). Both hints are checked before a binary search; a race between tasks only
         # costs a miss.
         order = self._order
         if order is not None:
             position = self._sorted_hint + 1
-            if position < count and self._key_bytes(order[position]) == wanted:
+            if position < count and key_bytes(order[position]) == wanted:
                 self._sorted_hint = position
                 return order[position]
         slot = self._hint + 1
-        if slot < count and self._key_bytes(slot) == wanted:
+        if slot < count and key_bytes(slot) == wanted:
             self._hint = slot
             return slot
-        if order is None:
-            position = bisect.bisect_left(range(count), wanted, key=self._key_bytes)
-            slot = position
-        else:
-            position = bisect.bisect_left(order, wanted, key=self._key_bytes)
-            slot = order[position] if position < count else -1
-        if position < count and self._key_bytes(slot) == wanted:
+        position = keys.bisect_left(wanted, order=order)
+        slot = position if order is None or position >= count else order[position]
+        if position < count and key_bytes(slot) == wanted:
             self._hint = slot
             self._sorted_hint = position
             return slot
@@ -302,32 +291,15 @@ class CompactReferences(Mapping[str, Reference]):
         """Return the length of each key ``prefix + name``'s range or inline data (names in
         UTF-8); None for a whole-file reference or an absent key.
 
-        A listing's hot path. Names that follow each other in key order (a directory's, as
-        listed) are found by stepping through the sorted keys, one comparison each; any
-        other name by a binary search.
+        A listing's hot path: see ``PackedStrings.find_each``.
         """
         kinds, lengths = self._kinds, self._lengths
         if not self._frozen:
             found = [self._slot(prefix + name.decode("utf-8")) for name in names]
             return [None if s is None or kinds[s] == _WHOLE else lengths[s] for s in found]
         head = prefix.encode("utf-8", "surrogatepass")
-        blob, ends, order = self._key_blob, self._key_ends, self._order
-        count = len(ends)
-        out: list[int | None] = []
-        position = -1  # where the last name was found, in key order
-        for name in names:
-            wanted = head + name
-            position += 1
-            slot = position if order is None or position >= count else order[position]
-            if position >= count or blob[ends[slot - 1] if slot else 0 : ends[slot]] != wanted:
-                position = bisect.bisect_left(order or range(count), wanted, key=self._key_bytes)
-                slot = position if order is None or position >= count else order[position]
-                if position >= count or self._key_bytes(slot) != wanted:
-                    position -= 1  # the next name may still be the next key
-                    out.append(None)
-                    continue
-            out.append(None if kinds[slot] == _WHOLE else lengths[slot])
-        return out
+        found = self._keys.find_each(names, head, self._order)
+        return [None if s is None or kinds[s] == _WHOLE else lengths[s] for s in found]
 
     def get(self, key: str, default: object = None) -> Reference | None:  # type: ignore[override]
         """Return the reference of ``key``, or ``None``."""
@@ -347,11 +319,7 @@ class CompactReferences(Mapping[str, Reference]):
         return len(self._kinds)
 
     def __iter__(self) -> Iterator[str]:
-        blob = self._key_blob if self._frozen else self._key_build
-        start = 0
-        for end in self._key_ends:
-            yield blob[start:end].decode("utf-8", "surrogatepass")
-            start = end
+        return iter(self._keys if self._frozen else self._key_build)
 
 
 class ValueParser:

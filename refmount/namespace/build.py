@@ -8,7 +8,6 @@ docstring). Only ``refmount.namespace.tree`` uses this module.
 
 from __future__ import annotations
 
-import bisect
 import collections
 import itertools
 import operator
@@ -17,6 +16,7 @@ from collections.abc import Collection, Iterable, Iterator
 
 from refmount.model import ROOT_INODE
 from refmount.names import key_problem
+from refmount.packed import PackedBuilder, PackedStrings
 
 _BOTH = "is both a file and a directory"
 
@@ -45,9 +45,8 @@ class BuildDir:
     (a key thousands of directories deep) costs no dict per directory (``subdir``, ``subdirs``
     and ``pop_subdir`` see both). File names are kept as UTF-8, about 15 bytes a name instead
     of the 100 or so of a ``str`` in a dict, which matters in a directory of a million chunks:
-    ``blob`` is empty while there is no file, is the one name while there is one, and
-    otherwise holds the names one after the other, name ``j`` ending at ``ends[j]`` (``ends``
-    is None until then: a directory of one chunk is common too).
+    ``files`` is empty while there is no file, is the one name while there is one, and
+    otherwise a ``PackedBuilder`` of the names (a directory of one chunk is common too).
     UTF-8 bytes sort like the code points they encode, so encoded names compare as ``str``
     would; names are never empty.
 
@@ -65,10 +64,9 @@ class BuildDir:
 
     __slots__ = (
         "arrivals",
-        "blob",
         "created",
         "dirs",
-        "ends",
+        "files",
         "hidden",
         "lone",
         "lone_name",
@@ -82,8 +80,7 @@ class BuildDir:
         self.dirs: dict[str, BuildDir] | None = None
         self.lone: BuildDir | None = None
         self.lone_name = ""
-        self.blob: bytes | bytearray = b""
-        self.ends: array[int] | None = None
+        self.files: bytes | PackedBuilder = b""
         self.arrivals: array[int] | None = None
         self.runs: array[int] | None = None
         self.hidden: set[str] | None = None
@@ -92,26 +89,22 @@ class BuildDir:
 
     def add_file(self, name: bytes, arrival: int) -> None:
         """Append the encoded file name that key number ``arrival`` ends with."""
-        ends = self.ends
-        if ends is None:
-            if not self.blob:
-                self.blob = name
+        files = self.files
+        if isinstance(files, bytes):
+            if not files:
+                self.files = name
                 return
-            ends = self.ends = array("q", [len(self.blob)])
-            self.blob = bytearray(self.blob)
-        blob = self.blob
-        assert isinstance(blob, bytearray)
-        count = len(ends)
-        if name <= blob[ends[count - 2] if count > 1 else 0 :]:
+            lone = files
+            files = self.files = PackedBuilder()
+            files.append(lone)
+        if not files.append_ascending(name):
             if self.runs is None:
                 self.runs = array("q")
                 self.arrivals = array("q")
             if len(self.runs) <= _MERGE_WAYS:
-                self.runs.append(count)
+                self.runs.append(len(files) - 1)
         if self.arrivals is not None:
             self.arrivals.append(arrival)
-        blob += name
-        ends.append(len(blob))
 
     def subdirectory(self, name: str, arrival: int) -> BuildDir:
         """Return the subdirectory ``name``, made now (by key number ``arrival``) if need be."""
@@ -119,7 +112,7 @@ class BuildDir:
         if child is None:
             # With one run so far the names are sorted, and a name not there now is refused
             # later: only a file that came first can also be this directory.
-            clash = bool(self.blob) and (
+            clash = bool(self.files) and (
                 self.runs is not None or self.find(name.encode()) is not None
             )
             child = BuildDir(arrival if clash else None)
@@ -173,48 +166,39 @@ class BuildDir:
 
     def _sort(self) -> list[tuple[int, bytes]]:
         """Sort the names of several runs, keep one of each; return the others' arrivals."""
-        blob, ends, runs, arrivals = self.blob, self.ends, self.runs, self.arrivals
-        assert isinstance(blob, bytearray)
-        assert ends is not None
+        files, runs, arrivals = self.files, self.runs, self.arrivals
+        assert isinstance(files, PackedBuilder)
         assert runs is not None
         assert arrivals is not None
-        if len(runs) > _MERGE_WAYS:
-            starts = _sort_blocks(blob, ends, arrivals, runs[0])
-        else:
-            starts = [0, *runs]
-        names = _Runs(bytes(blob), ends, arrivals, runs[0])
-        del blob
-        self.blob = b""  # the snapshot in names replaces the bytearray while they merge
-        self.blob, self.ends, repeats = names.merge(starts)
+        too_many = len(runs) > _MERGE_WAYS
+        starts = _sort_blocks(files, arrivals, runs[0]) if too_many else [0, *runs]
+        # The frozen copy replaces the builder's bytearray while the runs merge.
+        names = _Runs(files.freeze(), arrivals, runs[0])
+        del files
+        self.files, repeats = names.merge(starts)
         return repeats
 
     # ----------------------------------------------------------------- names by position
 
     def file_count(self) -> int:
         """Return how many file names there are (hidden ones included)."""
-        if self.ends is not None:
-            return len(self.ends)
-        return 1 if self.blob else 0
-
-    def start(self, index: int) -> int:
-        """Return where file name ``index`` starts in ``blob``."""
-        return self.ends[index - 1] if index and self.ends is not None else 0
+        files = self.files
+        return (1 if files else 0) if isinstance(files, bytes) else len(files)
 
     def name(self, index: int) -> bytes:
         """Return file name ``index``, encoded."""
-        ends = self.ends
-        if ends is None:
-            return bytes(self.blob)
-        return bytes(self.blob[ends[index - 1] if index else 0 : ends[index]])
+        files = self.files
+        return files if isinstance(files, bytes) else files.utf8(index)
 
     def position(self, name: bytes) -> int:
         """Return how many file names sort before ``name`` (once they are sorted)."""
-        return bisect.bisect_left(range(self.file_count()), name, key=self.name)
+        files = self.files
+        if isinstance(files, bytes):
+            return 1 if files and files < name else 0
+        return files.bisect_left(name)
 
     def find(self, name: bytes) -> int | None:
         """Return the position of a file name (hidden or not), or None."""
-        if self.ends is None:
-            return 0 if self.blob == name else None
         position = self.position(name)
         found = position < self.file_count() and self.name(position) == name
         return position if found else None
@@ -258,55 +242,38 @@ class BuildDir:
 class _Runs:
     """One directory's file names while they are sorted: ascending runs of UTF-8 names.
 
-    ``data`` holds the names one after the other, name ``j`` ending at ``ends[j]``. The names
-    before ``first`` are the first run, each the first arrival of its name; the key index of
-    name ``j >= first`` is ``arrivals[j - first]``.
+    The names before ``first`` are the first run, each the first arrival of its name; the
+    key index of name ``j >= first`` is ``arrivals[j - first]``.
     """
 
-    __slots__ = ("arrivals", "data", "ends", "first")
+    __slots__ = ("arrivals", "first", "name", "names", "table")
 
-    def __init__(self, data: bytes, ends: array[int], arrivals: array[int], first: int) -> None:
-        self.data = data
-        self.ends = ends
+    def __init__(self, table: PackedStrings, arrivals: array[int], first: int) -> None:
+        self.table = table
+        self.name = table.utf8
+        """Return name ``index``."""
+        self.names = table.utf8_run
+        """Return names ``start … stop - 1``."""
         self.arrivals = arrivals
         self.first = first
-
-    def name(self, index: int) -> bytes:
-        """Return name ``index``."""
-        ends = self.ends
-        return self.data[ends[index - 1] if index else 0 : ends[index]]
-
-    def names(self, start: int, stop: int) -> list[bytes]:
-        """Return names ``start … stop - 1``."""
-        if stop <= start:
-            return []
-        ends = self.ends
-        firsts = ends[start - 1 : stop - 1] if start else itertools.chain((0,), ends[: stop - 1])
-        return list(map(self.data.__getitem__, map(slice, firsts, ends[start:stop])))
 
     def arrival(self, index: int) -> int:
         """Return the key index of name ``index`` (-1 in the first run, which came first)."""
         return -1 if index < self.first else self.arrivals[index - self.first]
 
-    def merge(self, starts: list[int]) -> tuple[bytearray, array[int], list[tuple[int, bytes]]]:
+    def merge(self, starts: list[int]) -> tuple[PackedBuilder, list[tuple[int, bytes]]]:
         """Merge the sorted runs that begin at ``starts``, keeping one name of each.
 
-        Return the names sorted without repeats, as a blob and end offsets, and the
-        ``(key index, name)`` of each repeat dropped.
+        Return the names sorted without repeats, and the ``(key index, name)`` of each repeat
+        dropped.
         """
-        blob = bytearray()
-        ends = array("q")
+        merged = PackedBuilder()
         repeats: list[tuple[int, bytes]] = []
-        bounds = [[start, stop] for start, stop in itertools.pairwise([*starts, len(self.ends)])]
+        bounds = [[start, stop] for start, stop in itertools.pairwise([*starts, len(self.table)])]
         while bounds:
-            batch = self._next_batch(bounds, repeats)
-            base = len(blob)
-            blob += b"".join(batch)
-            ends.extend(
-                map(operator.add, itertools.accumulate(map(len, batch)), itertools.repeat(base))
-            )
+            merged.extend(self._next_batch(bounds, repeats))
             bounds = [bound for bound in bounds if bound[0] < bound[1]]
-        return blob, ends, repeats
+        return merged, repeats
 
     def _next_batch(self, bounds: list[list[int]], repeats: list[tuple[int, bytes]]) -> list[bytes]:
         """Take the next names in sorted order from the runs ``[start, stop)`` in ``bounds``.
@@ -322,7 +289,7 @@ class _Runs:
         batch: list[bytes] = []
         for bound in bounds:
             start, stop = bound
-            bound[0] = bisect.bisect_right(range(stop), cutoff, start, stop, key=self.name)
+            bound[0] = self.table.bisect_right(cutoff, start, stop)
             taken.append((start, bound[0]))
             batch += self.names(start, bound[0])
         batch.sort()
@@ -348,25 +315,20 @@ class _Runs:
         return unique
 
 
-def _sort_blocks(blob: bytearray, ends: array[int], arrivals: array[int], first: int) -> list[int]:
+def _sort_blocks(names: PackedBuilder, arrivals: array[int], first: int) -> list[int]:
     """Sort the names after the first run in place, in blocks; return where the runs start.
 
     For names that arrived in too many runs to merge at once: the blocks are few enough to
     merge, and small enough to sort as Python objects. The arrivals move with their names.
     """
-    names = _Runs(bytes(blob), ends, arrivals, first)
-    count = len(ends)
+    count = len(names)
     size = max(_BATCH, -(-(count - first) // _MERGE_WAYS))
     starts = [0]
     for start in range(first, count, size):
         stop = min(start + size, count)
-        block = names.names(start, stop)
+        block = names.utf8_run(start, stop)
         order = sorted(range(len(block)), key=block.__getitem__)
-        block = [block[position] for position in order]
-        offset = ends[start - 1]
-        blob[offset : ends[stop - 1]] = b"".join(block)
-        lengths = itertools.accumulate(map(len, block))
-        ends[start:stop] = array("q", map(operator.add, lengths, itertools.repeat(offset)))
+        names.replace_run(start, stop, [block[position] for position in order])
         moved = arrivals[start - first : stop - first]
         arrivals[start - first : stop - first] = array("q", [moved[position] for position in order])
         starts.append(start)
@@ -439,11 +401,11 @@ class Columns:
     Index 0 is unused so that inode == index; index 1 is the root.
     """
 
-    __slots__ = ("blob", "child_count", "ends", "first_child", "is_dir", "parents")
+    __slots__ = ("child_count", "first_child", "is_dir", "names", "parents")
 
     def __init__(self) -> None:
-        self.blob = bytearray()
-        self.ends = array("q", [0, 0])
+        self.names = PackedBuilder()
+        self.names.extend([b"", b""])
         self.parents = array("q", [0, ROOT_INODE])
         self.first_child = array("q", [0, 0])
         self.child_count = array("q", [0, 0])
@@ -456,14 +418,9 @@ class Columns:
             if count == 1:
                 self.add(parent, directory.name(start), is_dir=False)
             return
-        ends = directory.ends
-        assert ends is not None  # there are two names or more
-        first = directory.start(start)
-        offset = len(self.blob) - first
-        # No temporary copies, however many names: they would add to the peak.
-        with memoryview(directory.blob) as names, memoryview(ends) as positions:
-            self.blob += names[first : ends[stop - 1]]
-            self.ends.extend(map(operator.add, positions[start:stop], itertools.repeat(offset)))
+        files = directory.files
+        assert isinstance(files, PackedBuilder)  # there are two names or more
+        self.names.extend_from(files, start, stop)
         self.parents.extend(itertools.repeat(parent, count))
         self.first_child.extend(itertools.repeat(0, count))
         self.child_count.extend(itertools.repeat(0, count))
@@ -472,8 +429,7 @@ class Columns:
     def add(self, parent: int, name: bytes, *, is_dir: bool) -> int:
         """Add the node ``name`` as a child of ``parent``; return its inode."""
         inode = len(self.parents)
-        self.blob += name
-        self.ends.append(len(self.blob))
+        self.names.append(name)
         self.parents.append(parent)
         self.first_child.append(0)
         self.child_count.append(0)

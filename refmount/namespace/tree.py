@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from refmount.errors import OnInvalid, ReferenceFormatError
 from refmount.model import ROOT_INODE, ChunkGrid, Inode, canonical_index, ravel, unravel
-from refmount.names import NameTable, key_problem
+from refmount.names import key_problem
 from refmount.namespace.build import (
     BuildDir,
     Problem,
@@ -35,6 +35,7 @@ from refmount.namespace.build import (
     remove,
     settle,
 )
+from refmount.packed import PackedStrings
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +252,7 @@ class Tree:
 
     def __init__(
         self,
-        names: NameTable,
+        names: PackedStrings,
         parents: array[int],
         first_child: array[int],
         child_count: array[int],
@@ -333,13 +334,13 @@ class Tree:
         else:
             _report(collisions, source, skip_invalid, on_invalid)
         del root  # the directories as built are garbage now: copy the names in their place
-        tree._names.freeze()
+        tree._names.compact()
         return tree
 
     @classmethod
     def _number(cls, root: BuildDir, grids: Sequence[ChunkGrid], active: Sequence[bool]) -> Tree:
         columns = number_static(root)
-        table = NameTable.from_utf8(columns.blob, columns.ends)
+        table = columns.names.table()
         parents, first_child, child_count = (
             columns.parents,
             columns.first_child,
@@ -569,7 +570,8 @@ class Tree:
         if not self._is_dir[parent]:
             return None
         first = self._first_child[parent]
-        position = self._names.find(name, first, first + self._child_count[parent])
+        wanted = name.encode("utf-8", "surrogateescape")
+        position = self._names.find(wanted, first, first + self._child_count[parent])
         return None if position is None else Inode(position)
 
     def _grid_node(self, inode: int) -> tuple[_GridBlock, int, int]:
