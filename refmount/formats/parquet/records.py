@@ -4,6 +4,7 @@ as compact Arrow buffers and read row by row without pyarrow scalars."""
 from __future__ import annotations
 
 import binascii
+import enum
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -103,6 +104,51 @@ def cells_of(array: Column | None) -> Cells | None:
     return Cells(validity, values, names, data.offset)
 
 
+class Row(enum.Enum):
+    """What a row of a Parquet reference set is (see ``row_rule``)."""
+
+    ABSENT = enum.auto()
+    INLINE = enum.auto()
+    WHOLE = enum.auto()
+    RANGE = enum.auto()
+
+
+_ABSENT, _INLINE, _WHOLE, _RANGE = Row.ABSENT, Row.INLINE, Row.WHOLE, Row.RANGE
+
+
+def number_rule(offset: object, size: object) -> Row | str:
+    """Return what a row with a path is by its numbers: ``WHOLE`` when both are null (GDAL's
+    whole-file row, which fsspec drops) or both 0, ``RANGE`` for two integers of at least 0,
+    else what is wrong with them (the offset checked first)."""
+    if isinstance(offset, int) and isinstance(size, int) and offset >= 0 and size >= 0:
+        return _RANGE if offset or size else _WHOLE
+    if offset is None and size is None:
+        return _WHOLE
+    if not isinstance(offset, int):
+        return "offset is null for a row with a path"
+    if offset < 0:
+        return f"offset is negative ({offset})"
+    if not isinstance(size, int):
+        return "size is null for a row with a path"
+    return f"size is negative ({size})"
+
+
+def row_rule(inline: bool, path: object, offset: object, size: object) -> Row | str:
+    """Return what a row of the Parquet reference format is, or what is wrong with it.
+
+    The one statement of the rule: raw data makes it ``INLINE`` whatever else it holds; with
+    none, a null path makes it ``ABSENT``; a path that is not a non-empty string is wrong;
+    otherwise its numbers decide (``number_rule``).
+    """
+    if inline:
+        return _INLINE
+    if path is None:
+        return _ABSENT
+    if not isinstance(path, str) or not path:
+        return f"path {path!r} is not a URL"
+    return number_rule(offset, size)
+
+
 def _cell(column: Column | None, cells: Cells | None, row: int) -> Any:
     """Return the value in ``row`` of ``column``: from its cells when they hold the values,
     else as pyarrow's scalar gives it (None: null, or no column)."""
@@ -147,27 +193,23 @@ class Record:
                 self.name, grid.key(index), f"record has {self.rows} rows, chunk needs row {row}"
             )
         raw = self.raw_cells
-        if self.raw is not None and raw is not None and raw.is_valid(row):
-            data = self.raw[row].as_py()
-            if data is not None:
-                return Inline(_decode_raw(cast(bytes, data), self.name, grid.key(index)))
-        if self.path is None:
-            return None
+        inline = self.raw is not None and raw is not None and raw.is_valid(row)
         path = _cell(self.path, self.path_cells, row)
-        if path is None:
+        offset = _cell(self.offset, self.offset_cells, row)
+        size = _cell(self.size, self.size_cells, row)
+        kind = row_rule(inline, path, offset, size)
+        if kind is _RANGE:
+            return Range(resolve(path), offset, size)
+        if kind is _ABSENT:
             return None
-        if not isinstance(path, str) or not path:
-            raise ReferenceFormatError(self.name, grid.key(index), f"path {path!r} is not a URL")
-        if _cell(self.offset, self.offset_cells, row) is None and (
-            _cell(self.size, self.size_cells, row) is None
-        ):
-            return Whole(resolve(path))  # GDAL's whole-file row (fsspec drops the key)
-        offset = self._integer(self.offset, self.offset_cells, row, "offset", grid, index)
-        size = self._integer(self.size, self.size_cells, row, "size", grid, index)
-        url = resolve(path)
-        if offset == 0 and size == 0:
-            return Whole(url)
-        return Range(url, offset, size)
+        if kind is _WHOLE:
+            return Whole(resolve(path))
+        if kind is _INLINE:
+            assert self.raw is not None
+            data = cast(bytes, self.raw[row].as_py())
+            return Inline(_decode_raw(data, self.name, grid.key(index)))
+        assert isinstance(kind, str)
+        raise ReferenceFormatError(self.name, grid.key(index), kind)
 
     def sizes(self, start: int, stop: int) -> list[int | None]:
         """Return the sizes of rows ``[start, stop)`` as ``chunk_sizes`` describes them."""
@@ -190,12 +232,12 @@ class Record:
         ):
             if not is_present:
                 out.append(-1)
-            elif is_inline or size is None or offset is None or size < 0 or offset < 0:
-                out.append(None)
-            elif size == 0 and offset == 0:
-                out.append(None)  # a whole file: its size takes the target
+            elif is_inline:
+                out.append(None)  # decoded only when read
             else:
-                out.append(size)
+                # A whole file's size takes the target; a malformed row is for ``chunk`` to
+                # name. The path is not read: only ``chunk`` and ``ranges`` check it.
+                out.append(size if number_rule(offset, size) is Row.RANGE else None)
         return out + [None] * (count - valid)  # rows past the end: ``chunk`` says what is wrong
 
     def ranges(self, start: int, stop: int) -> Iterator[tuple[str, int, int]]:
@@ -214,16 +256,8 @@ class Record:
             else self.raw.slice(start, count).is_valid().to_pylist()
         )
         for path, offset, size, is_inline in zip(paths, offsets, sizes, inline, strict=True):
-            if (
-                not is_inline
-                and isinstance(path, str)
-                and path
-                and isinstance(offset, int)
-                and isinstance(size, int)
-                and offset >= 0
-                and size > 0
-            ):
-                yield path, offset, size
+            if size and row_rule(bool(is_inline), path, offset, size) is Row.RANGE:
+                yield cast(str, path), cast(int, offset), size
 
     def present_rows(self, start: int, stop: int) -> list[int]:
         """Return the rows in ``[start, stop)``, clipped to the file, that are not null."""
@@ -250,24 +284,6 @@ class Record:
         """Return the bytes held by the record's arrays."""
         arrays = (self.path, self.offset, self.size, self.raw, self.present)
         return sum(array.nbytes for array in arrays if array is not None)
-
-    def _integer(
-        self,
-        column: Column | None,
-        cells: Cells | None,
-        row: int,
-        name: str,
-        grid: ChunkGrid,
-        index: int,
-    ) -> int:
-        value = _cell(column, cells, row)
-        if not isinstance(value, int):
-            raise ReferenceFormatError(
-                self.name, grid.key(index), f"{name} is null for a row with a path"
-            )
-        if value < 0:
-            raise ReferenceFormatError(self.name, grid.key(index), f"{name} is negative ({value})")
-        return value
 
 
 def _decode_raw(data: bytes, name: str, key: str) -> bytes:
