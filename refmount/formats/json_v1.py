@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from refmount.errors import OnInvalid, ReferenceFormatError
+from refmount.formats.compact import CompactReferences
 from refmount.formats.gen_grid import (
     GenGrid,
     GenGrids,
@@ -25,12 +26,7 @@ from refmount.formats.gen_grid import (
 from refmount.formats.json_v0 import parse_refs
 from refmount.formats.options import LoadOptions
 from refmount.formats.templates import Templates
-from refmount.formats.values import (
-    CompactReferences,
-    ValueParser,
-    check_range,
-    describe,
-)
+from refmount.formats.values import ValueParser, check_range, describe
 from refmount.model import ChunkGrid, Whole, ravel
 
 _T = TypeVar("_T")
