@@ -76,22 +76,7 @@ def check_references(
         skip_invalid=True,
         on_invalid=invalid,
     )
-
-    arrays = _arrays(references, summary)
-    summary.explicit_keys, present = _count_explicit(
-        references, summary, {array.path for array in arrays}
-    )
-    counted: dict[str, int] | None = present
-    if isinstance(references, ParquetReferenceSet):
-        counted = None if quick else _scan(references, summary, scan_progress)
-        summary.chunk_positions = sum(grid.count for grid in references.grids)
-    else:
-        summary.chunk_positions = sum(array.chunk_count for array in arrays)
-    summary.chunk_keys = None if counted is None else sum(counted.values())
-    summary.arrays = [
-        dataclasses.replace(a, present=None if counted is None else counted.get(a.path, 0))
-        for a in arrays
-    ]
+    _count(references, summary, scan_progress, scan=not quick)
     if size_of is not None:
         trio.run(_ask_sizes, summary, size_of)
     if decode_cache is not None:
@@ -100,6 +85,28 @@ def check_references(
         stored = plan(references, decode_cache).stored
         summary.served_as_stored = [(a.path, a.codec, a.reason) for a in stored]
     return summary
+
+
+def _count(
+    references: ReferenceSet, summary: Summary, scan_progress: Progress | None, *, scan: bool
+) -> None:
+    """Count the arrays, the explicit keys and the chunks present of each array (a Parquet
+    set's by reading every row when ``scan``; else they are not counted)."""
+    arrays = _arrays(references, summary)
+    summary.explicit_keys, present = _count_explicit(
+        references, summary, {array.path for array in arrays}
+    )
+    counted: dict[str, int] | None = present
+    if isinstance(references, ParquetReferenceSet):
+        counted = _scan(references, summary, scan_progress) if scan else None
+        summary.chunk_positions = sum(grid.count for grid in references.grids)
+    else:
+        summary.chunk_positions = sum(array.chunk_count for array in arrays)
+    summary.chunk_keys = None if counted is None else sum(counted.values())
+    summary.arrays = [
+        dataclasses.replace(a, present=None if counted is None else counted.get(a.path, 0))
+        for a in arrays
+    ]
 
 
 def _arrays(references: ReferenceSet, summary: Summary) -> list[ArrayInfo]:

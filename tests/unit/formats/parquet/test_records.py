@@ -1,10 +1,14 @@
-"""Tests of the Parquet row rule: how a row becomes inline data, a range, a whole file, or
-nothing, and what makes it invalid."""
+"""Tests of records: the Parquet row rule (how a row becomes inline data, a range, a whole file,
+or nothing, and what makes it invalid) and cells read straight from Arrow buffers."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pyarrow as pa
 import pytest
 
+from refmount.formats.parquet import decoding, records
 from refmount.formats.parquet.records import Row, number_rule, row_rule
 
 
@@ -36,3 +40,31 @@ def test_the_numbers_alone_decide_a_row_with_a_path() -> None:
     assert number_rule(None, None) is Row.WHOLE
     assert number_rule(3, 4) is Row.RANGE
     assert number_rule(None, 4) == "offset is null for a row with a path"
+
+
+def _record_columns() -> list[Any]:
+    """Columns of every layout a record's cells are read from."""
+    paths = [f"s3://b/{i % 300}.nc" if i % 7 else None for i in range(40_000)]
+    return [
+        decoding.compact_integers(pa.array([0, None, 7, 1 << 40]), "r", "offset"),  # int64
+        decoding.compact_integers(pa.array([0, 5, None, 9] * 5), "r", "size"),  # uint32
+        decoding.compact_path(pa.array(["a", None, "b", "a"] * 5)),  # int8 indices
+        decoding.compact_path(pa.array(paths)),  # int16 indices
+        pa.array(["x", "y", None, "x"] * 5).dictionary_encode(),  # int32 indices
+        pa.array([1, 2, 3], pa.int64()),  # no nulls: no bitmap
+        pa.array([b"x", None, b"y"] * 5, pa.binary()),  # raw: validity only
+    ]
+
+
+@pytest.mark.parametrize("column", range(len(_record_columns())))
+@pytest.mark.parametrize("start", [0, 1, 9])
+def test_cells_read_each_row_as_pyarrow_does(column: int, start: int) -> None:
+    whole = _record_columns()[column]
+    array = whole.slice(min(start, len(whole) - 1))  # offsets inside the buffers, and bitmaps
+    cells = records.cells_of(array)
+    assert cells is not None
+    for row, value in enumerate(array.to_pylist()):
+        assert cells.is_valid(row) == (value is not None), row
+        if cells.values is not None:
+            assert cells.value(row) == value, row
+    assert (cells.values is None) == pa.types.is_binary(array.type)
