@@ -8,13 +8,14 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 from refmount.errors import OnInvalid, ReferenceFormatError
+from refmount.formats.compact import CompactReferences
 from refmount.formats.gen_grid import GenGrids
 from refmount.formats.json_stream import stream_document
 from refmount.formats.json_v0 import load_v0
 from refmount.formats.json_v1 import load_v1
 from refmount.formats.options import LoadOptions
 from refmount.formats.sniff import decompress, is_parquet_data
-from refmount.formats.values import CompactReferences, describe
+from refmount.formats.values import describe
 from refmount.model import ChunkGrid, ChunkRanges, Reference, ReferenceSource
 
 logger = logging.getLogger(__name__)

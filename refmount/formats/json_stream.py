@@ -22,10 +22,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from refmount.errors import ReferenceFormatError
+from refmount.formats.compact import CompactReferences
 from refmount.formats.json_v1 import expand_gen
 from refmount.formats.options import PROGRESS_STEP, LoadOptions
 from refmount.formats.templates import Templates
-from refmount.formats.values import CompactReferences, ValueParser
+from refmount.formats.values import ValueParser
 
 T = TypeVar("T")
 

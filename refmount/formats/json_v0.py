@@ -6,8 +6,9 @@ import itertools
 from collections.abc import Iterator
 
 from refmount.errors import OnInvalid, ReferenceFormatError
+from refmount.formats.compact import CompactReferences
 from refmount.formats.options import PROGRESS_STEP, LoadOptions, Progress
-from refmount.formats.values import CompactReferences, ValueParser
+from refmount.formats.values import ValueParser
 
 
 def parse_refs(

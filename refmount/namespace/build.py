@@ -2,375 +2,22 @@
 
 The static nodes are numbered breadth-first, each directory's children sorted by name. A
 directory of a million chunks must not cost a ``str`` and a dict entry per name while it is
-built: ``BuildDir`` keeps its file names as UTF-8 and sorts them in batches (see its
-docstring). Only ``refmount.namespace.tree`` uses this module.
+built: ``BuildDir`` (``directory``) keeps its file names as UTF-8 and sorts them in batches.
+Only ``refmount.namespace.tree`` uses this module.
 """
 
 from __future__ import annotations
 
-import bisect
 import collections
 import itertools
 import operator
 from array import array
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable
 
 from refmount.model import ROOT_INODE
 from refmount.names import key_problem
-
-_BOTH = "is both a file and a directory"
-
-_MERGE_WAYS = 16
-"""The most sorted runs of one directory's file names merged at once; more are sorted in blocks
-first, so that the merge stays cheap."""
-
-_BATCH = 1 << 16
-"""About how many names exist as Python objects at once while a directory's names are sorted."""
-
-Problem = tuple[int, str, str]
-"""A problem found while building: ``(event, key, problem)``.
-
-``event`` is the index of the key (``len(keys) + grid id`` for a grid's array path) whose
-arrival caused the problem. Together with the depth of ``key`` it gives the order in which
-the problems are reported: a key's problems come shallowest first, and a key causes at most
-one problem per depth.
-"""
-
-
-class BuildDir:
-    """A directory while the tree is being built.
-
-    Subdirectories are in ``dirs`` once there are two or more; while there is one it is
-    ``lone`` (named ``lone_name``), so that a chain of directories with one subdirectory each
-    (a key thousands of directories deep) costs no dict per directory (``subdir``, ``subdirs``
-    and ``pop_subdir`` see both). File names are kept as UTF-8, about 15 bytes a name instead
-    of the 100 or so of a ``str`` in a dict, which matters in a directory of a million chunks:
-    ``blob`` is empty while there is no file, is the one name while there is one, and
-    otherwise holds the names one after the other, name ``j`` ending at ``ends[j]`` (``ends``
-    is None until then: a directory of one chunk is common too).
-    UTF-8 bytes sort like the code points they encode, so encoded names compare as ``str``
-    would; names are never empty.
-
-    While keys arrive (``add_file``) the names are in arrival order, made of ascending runs.
-    ``runs`` is None while there is one run; otherwise it holds where each later run starts
-    (recorded up to ``_MERGE_WAYS + 1`` of them, enough to know there are too many to merge),
-    and ``arrivals[j - runs[0]]`` is the key index of name ``j`` for names after the first run.
-    A run is strictly ascending, so a name repeated is always in a later run than its first
-    arrival, and its key index is there to report it.
-
-    ``settle`` then sorts the names, drops repeats and hides the names that are also
-    subdirectories: after it the file names are sorted without repeats, and the names in
-    ``hidden`` (also subdirectories, or removed with ``remove``) are not part of the tree.
-    """
-
-    __slots__ = (
-        "arrivals",
-        "blob",
-        "created",
-        "dirs",
-        "ends",
-        "hidden",
-        "lone",
-        "lone_name",
-        "runs",
-    )
-
-    def __init__(self, created: int | None) -> None:
-        self.created = created
-        """The index of the key (or grid) whose arrival made this directory, when its parent
-        may have had a file of the same name by then (None when it surely had not)."""
-        self.dirs: dict[str, BuildDir] | None = None
-        self.lone: BuildDir | None = None
-        self.lone_name = ""
-        self.blob: bytes | bytearray = b""
-        self.ends: array[int] | None = None
-        self.arrivals: array[int] | None = None
-        self.runs: array[int] | None = None
-        self.hidden: set[str] | None = None
-
-    # ----------------------------------------------------------------- while keys arrive
-
-    def add_file(self, name: bytes, arrival: int) -> None:
-        """Append the encoded file name that key number ``arrival`` ends with."""
-        ends = self.ends
-        if ends is None:
-            if not self.blob:
-                self.blob = name
-                return
-            ends = self.ends = array("q", [len(self.blob)])
-            self.blob = bytearray(self.blob)
-        blob = self.blob
-        assert isinstance(blob, bytearray)
-        count = len(ends)
-        if name <= blob[ends[count - 2] if count > 1 else 0 :]:
-            if self.runs is None:
-                self.runs = array("q")
-                self.arrivals = array("q")
-            if len(self.runs) <= _MERGE_WAYS:
-                self.runs.append(count)
-        if self.arrivals is not None:
-            self.arrivals.append(arrival)
-        blob += name
-        ends.append(len(blob))
-
-    def subdirectory(self, name: str, arrival: int) -> BuildDir:
-        """Return the subdirectory ``name``, made now (by key number ``arrival``) if need be."""
-        child = self.subdir(name)
-        if child is None:
-            # With one run so far the names are sorted, and a name not there now is refused
-            # later: only a file that came first can also be this directory.
-            clash = bool(self.blob) and (
-                self.runs is not None or self.find(name.encode()) is not None
-            )
-            child = BuildDir(arrival if clash else None)
-            if self.dirs is not None:
-                self.dirs[name] = child
-            elif self.lone is None:
-                self.lone, self.lone_name = child, name
-            else:
-                self.dirs = {self.lone_name: self.lone, name: child}
-                self.lone, self.lone_name = None, ""
-        return child
-
-    def subdir(self, name: str) -> BuildDir | None:
-        """Return the subdirectory ``name``, if there is one."""
-        if self.dirs is not None:
-            return self.dirs.get(name)
-        return self.lone if self.lone is not None and self.lone_name == name else None
-
-    def subdirs(self) -> Collection[tuple[str, BuildDir]]:
-        """Return the subdirectories, as ``(name, directory)``."""
-        if self.dirs is not None:
-            return self.dirs.items()
-        return () if self.lone is None else ((self.lone_name, self.lone),)
-
-    def pop_subdir(self, name: str) -> BuildDir | None:
-        """Remove the subdirectory ``name`` and return it (None when there is none)."""
-        if self.dirs is not None:
-            return self.dirs.pop(name, None)
-        child = self.subdir(name)
-        if child is not None:
-            self.lone, self.lone_name = None, ""
-        return child
-
-    # ----------------------------------------------------------------- once they are all in
-
-    def settle(self, parts: list[str], problems: list[Problem]) -> None:
-        """Sort the file names, drop repeats and hide names that are also directories.
-
-        ``parts`` are the names of the directory's own path, joined only for a problem (a
-        path string per directory would cost the square of the depth); each repeat, and each
-        file that is also a directory, is added to ``problems``.
-        """
-        if self.runs is not None:
-            for arrival, repeat in self._sort():
-                problems.append((arrival, "/".join([*parts, repeat.decode()]), "duplicate key"))
-            self.runs = self.arrivals = None
-        for name, child in self.subdirs():
-            if child.created is not None and self.find(name.encode()) is not None:
-                self.hide(name)
-                problems.append((child.created, "/".join([*parts, name]), _BOTH))
-
-    def _sort(self) -> list[tuple[int, bytes]]:
-        """Sort the names of several runs, keep one of each; return the others' arrivals."""
-        blob, ends, runs, arrivals = self.blob, self.ends, self.runs, self.arrivals
-        assert isinstance(blob, bytearray)
-        assert ends is not None
-        assert runs is not None
-        assert arrivals is not None
-        if len(runs) > _MERGE_WAYS:
-            starts = _sort_blocks(blob, ends, arrivals, runs[0])
-        else:
-            starts = [0, *runs]
-        names = _Runs(bytes(blob), ends, arrivals, runs[0])
-        del blob
-        self.blob = b""  # the snapshot in names replaces the bytearray while they merge
-        self.blob, self.ends, repeats = names.merge(starts)
-        return repeats
-
-    # ----------------------------------------------------------------- names by position
-
-    def file_count(self) -> int:
-        """Return how many file names there are (hidden ones included)."""
-        if self.ends is not None:
-            return len(self.ends)
-        return 1 if self.blob else 0
-
-    def start(self, index: int) -> int:
-        """Return where file name ``index`` starts in ``blob``."""
-        return self.ends[index - 1] if index and self.ends is not None else 0
-
-    def name(self, index: int) -> bytes:
-        """Return file name ``index``, encoded."""
-        ends = self.ends
-        if ends is None:
-            return bytes(self.blob)
-        return bytes(self.blob[ends[index - 1] if index else 0 : ends[index]])
-
-    def position(self, name: bytes) -> int:
-        """Return how many file names sort before ``name`` (once they are sorted)."""
-        return bisect.bisect_left(range(self.file_count()), name, key=self.name)
-
-    def find(self, name: bytes) -> int | None:
-        """Return the position of a file name (hidden or not), or None."""
-        if self.ends is None:
-            return 0 if self.blob == name else None
-        position = self.position(name)
-        found = position < self.file_count() and self.name(position) == name
-        return position if found else None
-
-    # ----------------------------------------------------------------- after settling
-
-    def hide(self, name: str) -> None:
-        """Leave the file ``name`` out of the tree."""
-        if self.hidden is None:
-            self.hidden = set()
-        self.hidden.add(name)
-
-    def has_file(self, name: str) -> bool:
-        """Return True when ``name`` is a file of this directory."""
-        if self.hidden is not None and name in self.hidden:
-            return False
-        if self.subdir(name) is not None:
-            return False
-        return self.find(name.encode()) is not None
-
-    def listed_ranges(self) -> list[tuple[int, int]]:
-        """Return the ranges ``[start, stop)`` of file positions that are not hidden."""
-        skipped = (self.find(name.encode()) for name in self.hidden or ())
-        ranges = []
-        start = 0
-        for position in sorted(found for found in skipped if found is not None):
-            ranges.append((start, position))
-            start = position + 1
-        ranges.append((start, self.file_count()))
-        return [(start, stop) for start, stop in ranges if start < stop]
-
-    def file_names(self) -> Iterator[str]:
-        """Yield the names of the files, sorted, hidden ones left out."""
-        hidden = self.hidden or set()
-        for index in range(self.file_count()):
-            name = self.name(index).decode()
-            if name not in hidden:
-                yield name
-
-
-class _Runs:
-    """One directory's file names while they are sorted: ascending runs of UTF-8 names.
-
-    ``data`` holds the names one after the other, name ``j`` ending at ``ends[j]``. The names
-    before ``first`` are the first run, each the first arrival of its name; the key index of
-    name ``j >= first`` is ``arrivals[j - first]``.
-    """
-
-    __slots__ = ("arrivals", "data", "ends", "first")
-
-    def __init__(self, data: bytes, ends: array[int], arrivals: array[int], first: int) -> None:
-        self.data = data
-        self.ends = ends
-        self.arrivals = arrivals
-        self.first = first
-
-    def name(self, index: int) -> bytes:
-        """Return name ``index``."""
-        ends = self.ends
-        return self.data[ends[index - 1] if index else 0 : ends[index]]
-
-    def names(self, start: int, stop: int) -> list[bytes]:
-        """Return names ``start … stop - 1``."""
-        if stop <= start:
-            return []
-        ends = self.ends
-        firsts = ends[start - 1 : stop - 1] if start else itertools.chain((0,), ends[: stop - 1])
-        return list(map(self.data.__getitem__, map(slice, firsts, ends[start:stop])))
-
-    def arrival(self, index: int) -> int:
-        """Return the key index of name ``index`` (-1 in the first run, which came first)."""
-        return -1 if index < self.first else self.arrivals[index - self.first]
-
-    def merge(self, starts: list[int]) -> tuple[bytearray, array[int], list[tuple[int, bytes]]]:
-        """Merge the sorted runs that begin at ``starts``, keeping one name of each.
-
-        Return the names sorted without repeats, as a blob and end offsets, and the
-        ``(key index, name)`` of each repeat dropped.
-        """
-        blob = bytearray()
-        ends = array("q")
-        repeats: list[tuple[int, bytes]] = []
-        bounds = [[start, stop] for start, stop in itertools.pairwise([*starts, len(self.ends)])]
-        while bounds:
-            batch = self._next_batch(bounds, repeats)
-            base = len(blob)
-            blob += b"".join(batch)
-            ends.extend(
-                map(operator.add, itertools.accumulate(map(len, batch)), itertools.repeat(base))
-            )
-            bounds = [bound for bound in bounds if bound[0] < bound[1]]
-        return blob, ends, repeats
-
-    def _next_batch(self, bounds: list[list[int]], repeats: list[tuple[int, bytes]]) -> list[bytes]:
-        """Take the next names in sorted order from the runs ``[start, stop)`` in ``bounds``.
-
-        Every run gives up its names up to a cutoff, the smallest of the runs' names a step
-        ahead, so that the batch holds every name up to the cutoff and no run gives more
-        than a step (or a few more: a sorted block may hold a name twice). The batch comes
-        back sorted without repeats; ``(key index, name)`` of each repeat goes to ``repeats``.
-        """
-        step = max(1, _BATCH // len(bounds))
-        cutoff = min(self.name(min(start + step, stop) - 1) for start, stop in bounds)
-        taken: list[tuple[int, int]] = []
-        batch: list[bytes] = []
-        for bound in bounds:
-            start, stop = bound
-            bound[0] = bisect.bisect_right(range(stop), cutoff, start, stop, key=self.name)
-            taken.append((start, bound[0]))
-            batch += self.names(start, bound[0])
-        batch.sort()
-        if any(map(operator.eq, batch, itertools.islice(batch, 1, None))):
-            batch = self._without_repeats(taken, repeats)
-        return batch
-
-    def _without_repeats(
-        self, taken: list[tuple[int, int]], repeats: list[tuple[int, bytes]]
-    ) -> list[bytes]:
-        """Sort the names ``taken``, keeping each one's first arrival; others go to ``repeats``."""
-        named = sorted(
-            (self.name(index), self.arrival(index))
-            for start, stop in taken
-            for index in range(start, stop)
-        )
-        unique: list[bytes] = []
-        for name, arrival in named:
-            if unique and unique[-1] == name:
-                repeats.append((arrival, name))
-            else:
-                unique.append(name)
-        return unique
-
-
-def _sort_blocks(blob: bytearray, ends: array[int], arrivals: array[int], first: int) -> list[int]:
-    """Sort the names after the first run in place, in blocks; return where the runs start.
-
-    For names that arrived in too many runs to merge at once: the blocks are few enough to
-    merge, and small enough to sort as Python objects. The arrivals move with their names.
-    """
-    names = _Runs(bytes(blob), ends, arrivals, first)
-    count = len(ends)
-    size = max(_BATCH, -(-(count - first) // _MERGE_WAYS))
-    starts = [0]
-    for start in range(first, count, size):
-        stop = min(start + size, count)
-        block = names.names(start, stop)
-        order = sorted(range(len(block)), key=block.__getitem__)
-        block = [block[position] for position in order]
-        offset = ends[start - 1]
-        blob[offset : ends[stop - 1]] = b"".join(block)
-        lengths = itertools.accumulate(map(len, block))
-        ends[start:stop] = array("q", map(operator.add, lengths, itertools.repeat(offset)))
-        moved = arrivals[start - first : stop - first]
-        arrivals[start - first : stop - first] = array("q", [moved[position] for position in order])
-        starts.append(start)
-    return starts
+from refmount.namespace.directory import BOTH, BuildDir, Problem
+from refmount.packed import PackedBuilder
 
 
 def insert_keys(root: BuildDir, keys: Iterable[str], problems: list[Problem]) -> int:
@@ -394,7 +41,7 @@ def insert_keys(root: BuildDir, keys: Iterable[str], problems: list[Problem]) ->
             last_path = path
         leaf = key[cut + 1 :]
         if directory.subdir(leaf) is not None:
-            problems.append((index, key, _BOTH))
+            problems.append((index, key, BOTH))
         else:
             directory.add_file(leaf.encode(), index)
     return index + 1
@@ -439,11 +86,11 @@ class Columns:
     Index 0 is unused so that inode == index; index 1 is the root.
     """
 
-    __slots__ = ("blob", "child_count", "ends", "first_child", "is_dir", "parents")
+    __slots__ = ("child_count", "first_child", "is_dir", "names", "parents")
 
     def __init__(self) -> None:
-        self.blob = bytearray()
-        self.ends = array("q", [0, 0])
+        self.names = PackedBuilder()
+        self.names.extend([b"", b""])
         self.parents = array("q", [0, ROOT_INODE])
         self.first_child = array("q", [0, 0])
         self.child_count = array("q", [0, 0])
@@ -456,14 +103,9 @@ class Columns:
             if count == 1:
                 self.add(parent, directory.name(start), is_dir=False)
             return
-        ends = directory.ends
-        assert ends is not None  # there are two names or more
-        first = directory.start(start)
-        offset = len(self.blob) - first
-        # No temporary copies, however many names: they would add to the peak.
-        with memoryview(directory.blob) as names, memoryview(ends) as positions:
-            self.blob += names[first : ends[stop - 1]]
-            self.ends.extend(map(operator.add, positions[start:stop], itertools.repeat(offset)))
+        files = directory.files
+        assert isinstance(files, PackedBuilder)  # there are two names or more
+        self.names.extend_from(files, start, stop)
         self.parents.extend(itertools.repeat(parent, count))
         self.first_child.extend(itertools.repeat(0, count))
         self.child_count.extend(itertools.repeat(0, count))
@@ -472,8 +114,7 @@ class Columns:
     def add(self, parent: int, name: bytes, *, is_dir: bool) -> int:
         """Add the node ``name`` as a child of ``parent``; return its inode."""
         inode = len(self.parents)
-        self.blob += name
-        self.ends.append(len(self.blob))
+        self.names.append(name)
         self.parents.append(parent)
         self.first_child.append(0)
         self.child_count.append(0)

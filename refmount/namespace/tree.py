@@ -23,18 +23,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from refmount.errors import OnInvalid, ReferenceFormatError
-from refmount.model import ROOT_INODE, ChunkGrid, Inode, canonical_index, ravel, unravel
-from refmount.names import NameTable, key_problem
-from refmount.namespace.build import (
-    BuildDir,
-    Problem,
-    descend,
-    in_order,
-    insert_keys,
-    number_static,
-    remove,
-    settle,
-)
+from refmount.model import ROOT_INODE, ChunkGrid, Inode
+from refmount.names import key_problem
+from refmount.namespace.build import descend, in_order, insert_keys, number_static, remove, settle
+from refmount.namespace.directory import BuildDir, Problem
+from refmount.namespace.grid import GridBlock, grid_block
+from refmount.packed import PackedStrings
 
 log = logging.getLogger(__name__)
 
@@ -110,153 +104,17 @@ class Entry(NamedTuple):
     is_dir: bool
 
 
-@dataclass(frozen=True, slots=True)
-class _GridBlock:
-    """Where one chunk grid's nodes sit in the inode space, level by level.
-
-    Level ``l`` holds ``levels[l]`` nodes numbered from ``starts[l]``. With a prefix (zarr v3's
-    ``c``) level 0 is the prefix directory. The index levels follow: one level of leaves for the
-    ``.`` separator, one level per dimension for ``/`` (the last level holds the leaves).
-    """
-
-    grid_id: int
-    grid: ChunkGrid
-    owner: Inode
-    levels: tuple[int, ...]
-    starts: tuple[int, ...]
-
-    @property
-    def end(self) -> int:
-        """Return one past the last inode of the block."""
-        return self.starts[-1] + self.levels[-1]
-
-    @property
-    def first_index_level(self) -> int:
-        """Return the level of the first index component (after the prefix directory)."""
-        return 1 if self.grid.prefix and self.grid.shape else 0
-
-    def is_leaf(self, level: int) -> bool:
-        """Return True when nodes at ``level`` are chunk files."""
-        return level == len(self.levels) - 1
-
-    def inode(self, level: int, index: int) -> Inode:
-        """Return the inode of node ``index`` at ``level``."""
-        return Inode(self.starts[level] + index)
-
-    def locate(self, inode: int) -> tuple[int, int]:
-        """Return ``(level, index)`` of an inode inside the block."""
-        level = bisect.bisect_right(self.starts, inode) - 1
-        return level, inode - self.starts[level]
-
-    def dimension(self, level: int) -> int:
-        """Return the grid dimension that an index level spells (``/`` separator only)."""
-        return level - self.first_index_level
-
-    def name(self, level: int, index: int) -> str:
-        """Return the name of a node."""
-        grid = self.grid
-        if not grid.shape:
-            return grid.scalar_name()
-        if level < self.first_index_level:
-            return grid.prefix
-        if grid.separator != "/":
-            return grid.separator.join(str(i) for i in unravel(index, grid.shape))
-        return str(index % grid.shape[self.dimension(level)])
-
-    def names_utf8(self, level: int, start: int, stop: int) -> list[bytes]:
-        """Return the names of nodes ``[start, stop)`` at ``level``, UTF-8 encoded."""
-        grid = self.grid
-        if grid.shape and level >= self.first_index_level and grid.separator == "/":
-            extent = grid.shape[self.dimension(level)]
-            return [b"%d" % (index % extent) for index in range(start, stop)]
-        return [self.name(level, index).encode("utf-8") for index in range(start, stop)]
-
-    def parent(self, level: int, index: int) -> Inode:
-        """Return the inode of a node's parent directory."""
-        if level == 0:
-            return self.owner
-        if level == self.first_index_level:
-            return self.inode(0, 0)
-        extent = self.grid.shape[self.dimension(level)]
-        return self.inode(level - 1, index // extent)
-
-    def child_range(self, level: int | None, index: int) -> tuple[int, int, int]:
-        """Return ``(child level, first index, count)`` for the children of a grid directory.
-
-        ``level`` None means the owning array directory.
-        """
-        child_level = 0 if level is None else level + 1
-        if level is None or level < self.first_index_level:
-            return child_level, 0, self.levels[child_level]
-        extent = self.grid.shape[self.dimension(child_level)]
-        return child_level, index * extent, extent
-
-    def child_named(self, level: int | None, index: int, name: str) -> Inode | None:
-        """Return the child of a grid directory called ``name``, if the grid has one."""
-        grid = self.grid
-        child_level, first, count = self.child_range(level, index)
-        if child_level < self.first_index_level or not grid.shape:
-            return self.inode(child_level, 0) if name == self.name(child_level, 0) else None
-        if grid.separator != "/":
-            parts = name.split(grid.separator)
-            if len(parts) != len(grid.shape):
-                return None
-            indices = [canonical_index(p, e) for p, e in zip(parts, grid.shape, strict=True)]
-            if any(i is None for i in indices):
-                return None
-            return self.inode(child_level, ravel([i or 0 for i in indices], grid.shape))
-        value = canonical_index(name, count)
-        return None if value is None else self.inode(child_level, first + value)
-
-    def span(self, level: int) -> int:
-        """Return how many chunks a node at ``level`` holds (1 for a chunk file)."""
-        grid = self.grid
-        if self.is_leaf(level):
-            return 1
-        if level < self.first_index_level:
-            return grid.count
-        span = 1
-        for extent in grid.shape[self.dimension(level) + 1 :]:
-            span *= extent
-        return span
-
-    def chunk_index(self, level: int, index: int) -> int:
-        """Return the chunk number of a leaf node (leaves are numbered in C order)."""
-        return index
-
-
-def _grid_block(grid_id: int, grid: ChunkGrid, owner: Inode, start: int) -> _GridBlock:
-    levels: list[int] = []
-    if grid.prefix and grid.shape:
-        levels.append(1)
-    if not grid.shape:
-        levels.append(1)
-    elif grid.separator != "/":
-        levels.append(grid.count)
-    else:
-        nodes = 1
-        for extent in grid.shape:
-            nodes *= extent
-            levels.append(nodes)
-    starts: list[int] = []
-    position = start
-    for count in levels:
-        starts.append(position)
-        position += count
-    return _GridBlock(grid_id, grid, owner, tuple(levels), tuple(starts))
-
-
 class Tree:
     """The mounted namespace. Immutable once built; safe to share between tasks and threads."""
 
     def __init__(
         self,
-        names: NameTable,
+        names: PackedStrings,
         parents: array[int],
         first_child: array[int],
         child_count: array[int],
         is_dir: bytearray,
-        blocks: list[_GridBlock],
+        blocks: list[GridBlock],
     ) -> None:
         self._names = names
         self._static_end = len(names)  # static inodes are 1 … _static_end - 1
@@ -292,67 +150,38 @@ class Tree:
         root = BuildDir(0)
         problems: list[Problem] = []
         key_count = insert_keys(root, keys, problems)
-        active = [True] * len(grids)
-        next_inode = 1 << 32  # grid inodes follow the static ones: leave room for 2**32 of those
-        for grid_id, grid in enumerate(grids):
-            event = key_count + grid_id
-            problem = key_problem(grid.array) if grid.array else None
-            if problem is not None:
-                active[grid_id] = False
-                # Only keys FUSE cannot represent can start with an invalid path plus "/", and
-                # those are found as they arrive: the problems found later do not matter here.
-                below = grid.array + "/"
-                if not any(key.startswith(below) for _, key, _ in problems):
-                    problems.append((event, grid.array, f"array path: {problem}"))
-                continue
-            end = _grid_block(grid_id, grid, ROOT_INODE, next_inode).end
-            if end > MAX_INODE:
-                active[grid_id] = False
-                problem = f"array has {grid.count} chunks, too many to mount"
-                problems.append((event, grid.array, problem))
-                continue
-            next_inode = end
-            if grid.array:
-                descend(root, grid.array.split("/"), event)
+        active = _admit_grids(root, grids, key_count, problems)
         settle(root, problems)
         _report(in_order(problems), source, skip_invalid, on_invalid)
         tree = cls._number(root, grids, active)
         collisions = tree._grid_collisions()
         if collisions and skip_invalid:
-            skipped: list[tuple[str, str]] = []
-            for path, problem in collisions:
-                removed = remove(root, path)
-                skipped.extend(
-                    (key, problem if key == path else f"{path!r}: {problem}") for key in removed
-                )
-                for grid_id, grid in enumerate(grids):
-                    if grid.array == path or grid.array.startswith(path + "/"):
-                        active[grid_id] = False
+            skipped = _remove_collisions(root, grids, active, collisions)
             _report(skipped, source, skip_invalid, on_invalid)
             tree = cls._number(root, grids, active)
         else:
             _report(collisions, source, skip_invalid, on_invalid)
         del root  # the directories as built are garbage now: copy the names in their place
-        tree._names.freeze()
+        tree._names.compact()
         return tree
 
     @classmethod
     def _number(cls, root: BuildDir, grids: Sequence[ChunkGrid], active: Sequence[bool]) -> Tree:
         columns = number_static(root)
-        table = NameTable.from_utf8(columns.blob, columns.ends)
+        table = columns.names.table()
         parents, first_child, child_count = (
             columns.parents,
             columns.first_child,
             columns.child_count,
         )
         tree = cls(table, parents, first_child, child_count, columns.is_dir, [])
-        blocks: list[_GridBlock] = []
+        blocks: list[GridBlock] = []
         next_inode = len(parents)
         for grid_id, grid in enumerate(grids):
             if not active[grid_id]:
                 continue
             owner = tree._static_path(grid.array)
-            block = _grid_block(grid_id, grid, owner, next_inode)
+            block = grid_block(grid_id, grid, owner, next_inode)
             blocks.append(block)
             next_inode = block.end
         return cls(table, parents, first_child, child_count, columns.is_dir, blocks)
@@ -494,7 +323,7 @@ class Tree:
         return self._grid_run(block, level, index, start, most, 0)
 
     def _grid_run(
-        self, block: _GridBlock, level: int | None, index: int, start: int, most: int, offset: int
+        self, block: GridBlock, level: int | None, index: int, start: int, most: int, offset: int
     ) -> ChildRun | None:
         child_level, first, count = block.child_range(level, index)
         if start >= count:
@@ -536,7 +365,7 @@ class Tree:
         span = block.span(child_level)
         return ChunkSpans(block.grid_id, first * span, skip, count, span)
 
-    def _grid_entries(self, inode: Inode) -> tuple[_GridBlock, int, int, int, int] | None:
+    def _grid_entries(self, inode: Inode) -> tuple[GridBlock, int, int, int, int] | None:
         """Return the grid entries a directory lists: their block, level, first index, how
         many static entries come before them, and how many; None for a grid leaf or a static
         directory without grid entries."""
@@ -555,7 +384,7 @@ class Tree:
         return block, child_level, first, skip, count
 
     def _grid_children(
-        self, block: _GridBlock, level: int | None, index: int, start: int, offset: int
+        self, block: GridBlock, level: int | None, index: int, start: int, offset: int
     ) -> Iterator[tuple[Entry, int]]:
         child_level, first, count = block.child_range(level, index)
         is_dir = not block.is_leaf(child_level)
@@ -569,16 +398,65 @@ class Tree:
         if not self._is_dir[parent]:
             return None
         first = self._first_child[parent]
-        position = self._names.find(name, first, first + self._child_count[parent])
+        wanted = name.encode("utf-8", "surrogateescape")
+        position = self._names.find(wanted, first, first + self._child_count[parent])
         return None if position is None else Inode(position)
 
-    def _grid_node(self, inode: int) -> tuple[_GridBlock, int, int]:
+    def _grid_node(self, inode: int) -> tuple[GridBlock, int, int]:
         position = bisect.bisect_right(self._block_starts, inode) - 1
         if position < 0 or inode >= self._blocks[position].end:
             raise KeyError(inode)
         block = self._blocks[position]
         level, index = block.locate(inode)
         return block, level, index
+
+
+def _admit_grids(
+    root: BuildDir, grids: Sequence[ChunkGrid], key_count: int, problems: list[Problem]
+) -> list[bool]:
+    """Return which grids can be mounted, making the directories of those that can; an array
+    path FUSE cannot represent, or too many chunks for the inode space, go to ``problems``."""
+    active = [True] * len(grids)
+    next_inode = 1 << 32  # grid inodes follow the static ones: leave room for 2**32 of those
+    for grid_id, grid in enumerate(grids):
+        event = key_count + grid_id
+        problem = key_problem(grid.array) if grid.array else None
+        if problem is not None:
+            active[grid_id] = False
+            # Only keys FUSE cannot represent can start with an invalid path plus "/", and
+            # those are found as they arrive: the problems found later do not matter here.
+            below = grid.array + "/"
+            if not any(key.startswith(below) for _, key, _ in problems):
+                problems.append((event, grid.array, f"array path: {problem}"))
+            continue
+        end = grid_block(grid_id, grid, ROOT_INODE, next_inode).end
+        if end > MAX_INODE:
+            active[grid_id] = False
+            problem = f"array has {grid.count} chunks, too many to mount"
+            problems.append((event, grid.array, problem))
+            continue
+        next_inode = end
+        if grid.array:
+            descend(root, grid.array.split("/"), event)
+    return active
+
+
+def _remove_collisions(
+    root: BuildDir,
+    grids: Sequence[ChunkGrid],
+    active: list[bool],
+    collisions: list[tuple[str, str]],
+) -> list[tuple[str, str]]:
+    """Remove each stored key that is also a chunk of its array, with whatever is below it
+    (grids included, marked inactive); return ``(key, problem)`` of every key removed."""
+    skipped: list[tuple[str, str]] = []
+    for path, problem in collisions:
+        removed = remove(root, path)
+        skipped.extend((key, problem if key == path else f"{path!r}: {problem}") for key in removed)
+        for grid_id, grid in enumerate(grids):
+            if grid.array == path or grid.array.startswith(path + "/"):
+                active[grid_id] = False
+    return skipped
 
 
 def _report(

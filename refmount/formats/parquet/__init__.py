@@ -5,8 +5,8 @@
 reads one record file; ``record_cache`` keeps the parsed ones.
 """
 
+from refmount.formats.parquet.decoding import COLUMN_SETS
 from refmount.formats.parquet.load import load_parquet
-from refmount.formats.parquet.records import COLUMN_SETS
 from refmount.formats.parquet.references import (
     SKIP_LOADS,
     ParquetReferenceSet,

@@ -1,9 +1,10 @@
-"""Record files: one Parquet file of ``record_size`` rows, its schema checked, its columns kept
-as compact Arrow buffers and read row by row without pyarrow scalars."""
+"""Records: one Parquet file of ``record_size`` rows, decoded (``decoding``), its columns read
+row by row from their Arrow buffers without pyarrow scalars, each row by the one row rule."""
 
 from __future__ import annotations
 
 import binascii
+import enum
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,13 +27,6 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger(__name__)
-
-COLUMN_SETS: Final = (
-    frozenset({"path", "offset", "size", "raw"}),
-    frozenset({"path", "offset", "size"}),
-    frozenset({"raw"}),
-)
-"""The column sets a record file may have (fsspec accepts the URL-only and raw-only forms)."""
 
 _BASE64: Final = b"base64:"
 
@@ -103,6 +97,51 @@ def cells_of(array: Column | None) -> Cells | None:
     return Cells(validity, values, names, data.offset)
 
 
+class Row(enum.Enum):
+    """What a row of a Parquet reference set is (see ``row_rule``)."""
+
+    ABSENT = enum.auto()
+    INLINE = enum.auto()
+    WHOLE = enum.auto()
+    RANGE = enum.auto()
+
+
+_ABSENT, _INLINE, _WHOLE, _RANGE = Row.ABSENT, Row.INLINE, Row.WHOLE, Row.RANGE
+
+
+def number_rule(offset: object, size: object) -> Row | str:
+    """Return what a row with a path is by its numbers: ``WHOLE`` when both are null (GDAL's
+    whole-file row, which fsspec drops) or both 0, ``RANGE`` for two integers of at least 0,
+    else what is wrong with them (the offset checked first)."""
+    if isinstance(offset, int) and isinstance(size, int) and offset >= 0 and size >= 0:
+        return _RANGE if offset or size else _WHOLE
+    if offset is None and size is None:
+        return _WHOLE
+    if not isinstance(offset, int):
+        return "offset is null for a row with a path"
+    if offset < 0:
+        return f"offset is negative ({offset})"
+    if not isinstance(size, int):
+        return "size is null for a row with a path"
+    return f"size is negative ({size})"
+
+
+def row_rule(inline: bool, path: object, offset: object, size: object) -> Row | str:
+    """Return what a row of the Parquet reference format is, or what is wrong with it.
+
+    The one statement of the rule: raw data makes it ``INLINE`` whatever else it holds; with
+    none, a null path makes it ``ABSENT``; a path that is not a non-empty string is wrong;
+    otherwise its numbers decide (``number_rule``).
+    """
+    if inline:
+        return _INLINE
+    if path is None:
+        return _ABSENT
+    if not isinstance(path, str) or not path:
+        return f"path {path!r} is not a URL"
+    return number_rule(offset, size)
+
+
 def _cell(column: Column | None, cells: Cells | None, row: int) -> Any:
     """Return the value in ``row`` of ``column``: from its cells when they hold the values,
     else as pyarrow's scalar gives it (None: null, or no column)."""
@@ -147,27 +186,23 @@ class Record:
                 self.name, grid.key(index), f"record has {self.rows} rows, chunk needs row {row}"
             )
         raw = self.raw_cells
-        if self.raw is not None and raw is not None and raw.is_valid(row):
-            data = self.raw[row].as_py()
-            if data is not None:
-                return Inline(_decode_raw(cast(bytes, data), self.name, grid.key(index)))
-        if self.path is None:
-            return None
+        inline = self.raw is not None and raw is not None and raw.is_valid(row)
         path = _cell(self.path, self.path_cells, row)
-        if path is None:
+        offset = _cell(self.offset, self.offset_cells, row)
+        size = _cell(self.size, self.size_cells, row)
+        kind = row_rule(inline, path, offset, size)
+        if kind is _RANGE:
+            return Range(resolve(path), offset, size)
+        if kind is _ABSENT:
             return None
-        if not isinstance(path, str) or not path:
-            raise ReferenceFormatError(self.name, grid.key(index), f"path {path!r} is not a URL")
-        if _cell(self.offset, self.offset_cells, row) is None and (
-            _cell(self.size, self.size_cells, row) is None
-        ):
-            return Whole(resolve(path))  # GDAL's whole-file row (fsspec drops the key)
-        offset = self._integer(self.offset, self.offset_cells, row, "offset", grid, index)
-        size = self._integer(self.size, self.size_cells, row, "size", grid, index)
-        url = resolve(path)
-        if offset == 0 and size == 0:
-            return Whole(url)
-        return Range(url, offset, size)
+        if kind is _WHOLE:
+            return Whole(resolve(path))
+        if kind is _INLINE:
+            assert self.raw is not None
+            data = cast(bytes, self.raw[row].as_py())
+            return Inline(_decode_raw(data, self.name, grid.key(index)))
+        assert isinstance(kind, str)
+        raise ReferenceFormatError(self.name, grid.key(index), kind)
 
     def sizes(self, start: int, stop: int) -> list[int | None]:
         """Return the sizes of rows ``[start, stop)`` as ``chunk_sizes`` describes them."""
@@ -190,12 +225,12 @@ class Record:
         ):
             if not is_present:
                 out.append(-1)
-            elif is_inline or size is None or offset is None or size < 0 or offset < 0:
-                out.append(None)
-            elif size == 0 and offset == 0:
-                out.append(None)  # a whole file: its size takes the target
+            elif is_inline:
+                out.append(None)  # decoded only when read
             else:
-                out.append(size)
+                # A whole file's size takes the target; a malformed row is for ``chunk`` to
+                # name. The path is not read: only ``chunk`` and ``ranges`` check it.
+                out.append(size if number_rule(offset, size) is Row.RANGE else None)
         return out + [None] * (count - valid)  # rows past the end: ``chunk`` says what is wrong
 
     def ranges(self, start: int, stop: int) -> Iterator[tuple[str, int, int]]:
@@ -214,16 +249,8 @@ class Record:
             else self.raw.slice(start, count).is_valid().to_pylist()
         )
         for path, offset, size, is_inline in zip(paths, offsets, sizes, inline, strict=True):
-            if (
-                not is_inline
-                and isinstance(path, str)
-                and path
-                and isinstance(offset, int)
-                and isinstance(size, int)
-                and offset >= 0
-                and size > 0
-            ):
-                yield path, offset, size
+            if size and row_rule(bool(is_inline), path, offset, size) is Row.RANGE:
+                yield cast(str, path), cast(int, offset), size
 
     def present_rows(self, start: int, stop: int) -> list[int]:
         """Return the rows in ``[start, stop)``, clipped to the file, that are not null."""
@@ -251,24 +278,6 @@ class Record:
         arrays = (self.path, self.offset, self.size, self.raw, self.present)
         return sum(array.nbytes for array in arrays if array is not None)
 
-    def _integer(
-        self,
-        column: Column | None,
-        cells: Cells | None,
-        row: int,
-        name: str,
-        grid: ChunkGrid,
-        index: int,
-    ) -> int:
-        value = _cell(column, cells, row)
-        if not isinstance(value, int):
-            raise ReferenceFormatError(
-                self.name, grid.key(index), f"{name} is null for a row with a path"
-            )
-        if value < 0:
-            raise ReferenceFormatError(self.name, grid.key(index), f"{name} is negative ({value})")
-        return value
-
 
 def _decode_raw(data: bytes, name: str, key: str) -> bytes:
     if not data.startswith(_BASE64):
@@ -277,145 +286,3 @@ def _decode_raw(data: bytes, name: str, key: str) -> bytes:
         return decode_base64(data[len(_BASE64) :])
     except binascii.Error as exc:
         raise ReferenceFormatError(name, key, f"bad base64 in raw: {exc}") from exc
-
-
-def read_schema(data: bytes, name: str) -> pa.Schema:
-    """Return the Arrow schema of a record file after checking its columns and types."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        schema = pq.ParquetFile(pa.BufferReader(data)).schema_arrow
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise ReferenceFormatError(name, None, f"not a readable Parquet file: {exc}") from exc
-    _check_schema(schema, name)
-    return schema
-
-
-def _columns(schema: pa.Schema) -> list[str]:
-    """Return the schema's column names, leaving out pandas index columns.
-
-    Pandas metadata that is not JSON, or not shaped as pandas writes it, names no index column.
-    """
-    index: set[str] = set()
-    try:
-        pandas: object = schema.pandas_metadata
-    except ValueError:  # not JSON: no usable pandas metadata, so no index columns
-        pandas = None
-    if isinstance(pandas, dict):
-        columns = pandas.get("index_columns")
-        if isinstance(columns, list):
-            index = {c for c in columns if isinstance(c, str)}
-    return [name for name in schema.names if name not in index]
-
-
-def _check_schema(schema: pa.Schema, name: str) -> None:
-    import pyarrow as pa
-
-    columns = _columns(schema)
-    if len(set(columns)) != len(columns) or frozenset(columns) not in COLUMN_SETS:
-        raise ReferenceFormatError(
-            name,
-            None,
-            f"columns are {sorted(columns)}, expected path, offset, size and raw "
-            "(or path, offset and size, or raw alone)",
-        )
-    types = pa.types
-    for column in columns:
-        kind = schema.field(column).type
-        if types.is_null(kind):
-            continue
-        if column == "path":
-            if types.is_dictionary(kind):
-                kind = kind.value_type
-            ok = types.is_string(kind) or types.is_large_string(kind) or types.is_string_view(kind)
-        elif column == "raw":
-            ok = types.is_binary(kind) or types.is_large_binary(kind) or types.is_binary_view(kind)
-        else:
-            ok = types.is_integer(kind)
-        if not ok:
-            raise ReferenceFormatError(name, None, f"column {column!r} has type {kind}")
-
-
-def parse_record(data: bytes, name: str) -> Record:
-    """Parse a record file, then hand the decoding buffers back to the system."""
-    import pyarrow as pa
-
-    record = _decode_record(data, name)
-    pa.default_memory_pool().release_unused()
-    return record
-
-
-def _decode_record(data: bytes, name: str) -> Record:
-    """Decode a record file into compact columns (see ``compact_path``, ``compact_integers``)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    schema = read_schema(data, name)
-    columns = _columns(schema)
-    dictionary = ["path"] if "path" in columns else None
-    try:
-        table = pq.ParquetFile(pa.BufferReader(data), read_dictionary=dictionary).read(
-            columns=columns, use_threads=False
-        )
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise ReferenceFormatError(name, None, f"not a readable Parquet file: {exc}") from exc
-
-    def column(label: str) -> Column | None:
-        if label not in columns:
-            return None
-        array: Column = table.column(label).combine_chunks()
-        return None if array.null_count == len(array) and label in ("path", "raw") else array
-
-    path = column("path")
-    if path is not None:
-        path = compact_path(path)
-    raw = column("raw")
-    offset = compact_integers(column("offset"), name, "offset")
-    size = compact_integers(column("size"), name, "size")
-
-    masks = [array.is_valid() for array in (path, raw) if array is not None]
-    present: pa.BooleanArray | None = None
-    if len(masks) == 2:
-        present = pc.or_(masks[0], masks[1])
-    elif masks:
-        present = masks[0]
-    return Record(name, table.num_rows, path, offset, size, raw, present, tuple(columns))
-
-
-def compact_path(path: Column) -> Column:
-    """Return ``path`` dictionary-encoded with the narrowest index type that fits."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    encoded = path if pa.types.is_dictionary(path.type) else pc.dictionary_encode(path)
-    kind = encoded.type
-    if not pa.types.is_dictionary(kind):
-        return encoded
-    entries = len(cast("pa.DictionaryArray[Any, Any]", encoded).dictionary)
-    for index_type, limit in ((pa.int8(), 1 << 7), (pa.int16(), 1 << 15)):
-        if entries <= limit:
-            return pc.cast(encoded, pa.dictionary(index_type, kind.value_type))
-    return encoded
-
-
-def compact_integers(array: Column | None, name: str, label: str) -> Column | None:
-    """Return an integer column as uint32 when every value fits, as int64 otherwise.
-
-    (Offsets beyond 4 GiB keep 64 bits; sizes and most offsets halve their memory.)
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if array is None:
-        return None
-    try:
-        wide = pc.cast(array, pa.int64())
-    except (pa.ArrowException, ValueError) as exc:
-        raise ReferenceFormatError(name, None, f"column {label!r}: {exc}") from exc
-    bounds = pc.min_max(wide)
-    low, high = bounds["min"].as_py(), bounds["max"].as_py()
-    if low is None or high is None or low < 0 or high >= 1 << 32:
-        return wide
-    return pc.cast(wide, pa.uint32())

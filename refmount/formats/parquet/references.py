@@ -16,8 +16,9 @@ from typing import Final
 from refmount import urls
 from refmount.errors import ReferenceFormatError
 from refmount.formats.options import LoadOptions
+from refmount.formats.parquet.decoding import parse_record, read_schema
 from refmount.formats.parquet.record_cache import RecordCache
-from refmount.formats.parquet.records import Record, parse_record, read_schema
+from refmount.formats.parquet.records import Record
 from refmount.model import (
     ChunkGrid,
     ChunkRanges,

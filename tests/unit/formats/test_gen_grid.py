@@ -13,8 +13,9 @@ import pytest
 
 from refmount.errors import ReferenceFormatError
 from refmount.formats.gen_grid import GenGrids
+from refmount.formats.gen_items import GRID_COLUMN_COST
 from refmount.formats.json_refs import JsonReferenceSet, load_json
-from refmount.formats.json_v1 import GRID_COLUMN_COST, load_v1
+from refmount.formats.json_v1 import load_v1
 from refmount.formats.options import LoadOptions
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
 from refmount.namespace.tree import GridChunk, StaticFile, Tree

@@ -27,7 +27,6 @@ from refmount.formats.parquet import (
     ParquetReferenceSet,
     load_parquet,
     record_directory,
-    records,
 )
 from refmount.model import (
     ROOT_INODE,
@@ -1324,34 +1323,6 @@ def test_generate_large_set_small(tmp_path: Path) -> None:
     assert lookup(references, "big/3.7") == Range("s3://bucket/data/file-0.nc", 82_000, 1000)
     present: Iterator[int] = iter(references.chunks_present(0))
     assert sum(1 for _ in present) == 500
-
-
-def _record_columns() -> list[Any]:
-    """Columns of every layout a record's cells are read from."""
-    paths = [f"s3://b/{i % 300}.nc" if i % 7 else None for i in range(40_000)]
-    return [
-        records.compact_integers(pa.array([0, None, 7, 1 << 40]), "r", "offset"),  # int64
-        records.compact_integers(pa.array([0, 5, None, 9] * 5), "r", "size"),  # uint32
-        records.compact_path(pa.array(["a", None, "b", "a"] * 5)),  # int8 indices
-        records.compact_path(pa.array(paths)),  # int16 indices
-        pa.array(["x", "y", None, "x"] * 5).dictionary_encode(),  # int32 indices
-        pa.array([1, 2, 3], pa.int64()),  # no nulls: no bitmap
-        pa.array([b"x", None, b"y"] * 5, pa.binary()),  # raw: validity only
-    ]
-
-
-@pytest.mark.parametrize("column", range(len(_record_columns())))
-@pytest.mark.parametrize("start", [0, 1, 9])
-def test_cells_read_each_row_as_pyarrow_does(column: int, start: int) -> None:
-    whole = _record_columns()[column]
-    array = whole.slice(min(start, len(whole) - 1))  # offsets inside the buffers, and bitmaps
-    cells = records.cells_of(array)
-    assert cells is not None
-    for row, value in enumerate(array.to_pylist()):
-        assert cells.is_valid(row) == (value is not None), row
-        if cells.values is not None:
-            assert cells.value(row) == value, row
-    assert (cells.values is None) == pa.types.is_binary(array.type)
 
 
 # ----------------------------------------------------------------------------- sparse grids

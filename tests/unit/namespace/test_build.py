@@ -11,7 +11,7 @@ import pytest
 from refmount.errors import ReferenceFormatError
 from refmount.model import ROOT_INODE, ChunkGrid, Inode
 from refmount.names import key_problem
-from refmount.namespace import build
+from refmount.namespace import directory
 from refmount.namespace.tree import GridChunk, Tree
 from tests.unit.namespace.test_tree import names, walk
 
@@ -65,8 +65,8 @@ def random_keys(seed: int) -> list[str]:
 def batches(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Sort directories in tiny batches and blocks too, to reach every path with few keys."""
     if request.param == "small batches":
-        monkeypatch.setattr(build, "_BATCH", 3)
-        monkeypatch.setattr(build, "_MERGE_WAYS", 2)
+        monkeypatch.setattr(directory, "_BATCH", 3)
+        monkeypatch.setattr(directory, "_MERGE_WAYS", 2)
 
 
 @pytest.mark.usefixtures("batches")

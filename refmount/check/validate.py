@@ -1,22 +1,21 @@
-"""``refmount check``: validate a reference set without mounting it, and summarise it."""
+"""Checking a reference set: loaded as a mount would load it, every problem kept instead of
+stopping at the first; arrays, explicit keys and Parquet rows counted; targets sized on request."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import trio
 
+from refmount.check.summary import UNREADABLE, ArrayInfo, Summary, TargetInfo
 from refmount.errors import ReferenceFormatError, RefmountError
 from refmount.formats import LoadOptions, load, zarr_meta
 from refmount.formats.options import Progress
 from refmount.formats.parquet import COLUMN_SETS, ParquetReferenceSet
 from refmount.formats.sniff import is_parquet
-from refmount.fuse.stats import human_bytes
-from refmount.model import Inline, Range, Reference, ReferenceSet, ReferenceSource, Whole
+from refmount.model import Inline, Reference, ReferenceSet, ReferenceSource
 from refmount.namespace.tree import Tree
 
 METADATA_NAMES = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"})
@@ -30,182 +29,6 @@ SIZE_REQUESTS = 16
 
 SizeOf = Callable[[str], Awaitable[int]]
 """Asks a target for its size in bytes (``Store.size``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong with the set: the key at fault (None: the set as a whole) and why."""
-
-    key: str | None
-    problem: str
-
-    def __str__(self) -> str:
-        return self.problem if self.key is None else f"key {self.key!r}: {self.problem}"
-
-
-@dataclass(frozen=True, slots=True)
-class ArrayInfo:
-    """One array of the set, from its ``.zarray`` or ``zarr.json``.
-
-    ``grid`` is the number of chunks along each dimension; ``present`` how many chunk keys
-    exist (None when not counted: ``--quick`` on a Parquet set).
-    """
-
-    path: str
-    zarr_format: int
-    shape: tuple[int, ...]
-    chunks: tuple[int, ...]
-    dtype: str
-    grid: tuple[int, ...]
-    present: int | None
-
-    @property
-    def chunk_count(self) -> int:
-        """Return how many chunk keys the array can have."""
-        total = 1
-        for extent in self.grid:
-            total *= extent
-        return total
-
-
-@dataclass(slots=True)
-class TargetInfo:
-    """One target URL: how many references point into it and how many bytes they span.
-
-    ``size`` is the target's own size, known only when ``--sizes`` asked for it.
-    """
-
-    url: str
-    first_key: str
-    ranges: int = 0
-    whole: int = 0
-    range_bytes: int = 0
-    end: int = 0
-    end_key: str = ""
-    size: int | None = None
-
-    @property
-    def references(self) -> int:
-        """Return how many references point into this target."""
-        return self.ranges + self.whole
-
-    @property
-    def bytes(self) -> int | None:
-        """Return the bytes referenced: ranges, plus whole-target references once sized."""
-        if self.whole and self.size is None:
-            return None
-        return self.range_bytes + self.whole * (self.size or 0)
-
-
-UNREADABLE = "unreadable"
-"""``Summary.format`` of a set that could not be read at all (missing, no permission...)."""
-
-
-@dataclass(slots=True)
-class Summary:
-    """What ``refmount check`` found out about one reference set."""
-
-    source: str
-    format: str
-    explicit_keys: int = 0
-    chunk_keys: int | None = 0
-    chunk_positions: int = 0
-    arrays: list[ArrayInfo] = field(default_factory=list)
-    targets: dict[str, TargetInfo] = field(default_factory=dict)
-    inline: int = 0
-    inline_bytes: int = 0
-    ranges: int = 0
-    range_bytes: int = 0
-    whole: int = 0
-    whole_bytes: int | None = None
-    problems: list[Problem] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    malformed: bool = False
-    served_as_stored: list[tuple[str, str, str]] | None = None
-    """With ``--decode``: the arrays a decoded mount serves as stored (path, codec, reason)."""
-
-    @property
-    def ok(self) -> bool:
-        """Return True when the set loaded and has no problems."""
-        return not self.malformed and not self.problems
-
-    @property
-    def total_bytes(self) -> int:
-        """Return the bytes referenced by ranges, inline values and sized whole targets."""
-        return self.range_bytes + self.inline_bytes + (self.whole_bytes or 0)
-
-    def add(self, key: str, reference: Reference) -> None:
-        """Count one reference."""
-        match reference:
-            case Inline(data):
-                self.inline += 1
-                self.inline_bytes += len(data)
-            case Range(url, offset, length):
-                self.ranges += 1
-                self.range_bytes += length
-                target = self._target(url, key)
-                target.ranges += 1
-                target.range_bytes += length
-                if offset + length > target.end:
-                    target.end, target.end_key = offset + length, key
-            case Whole(url):
-                self.whole += 1
-                self._target(url, key).whole += 1
-
-    def problem(self, key: str | None, text: str) -> None:
-        """Record a problem once (the same key and text may be reported by two checks)."""
-        found = Problem(key, text)
-        if found not in self.problems:
-            self.problems.append(found)
-
-    def _target(self, url: str, key: str) -> TargetInfo:
-        target = self.targets.get(url)
-        if target is None:
-            target = self.targets[url] = TargetInfo(url, key)
-        return target
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the summary as JSON-ready values (``refmount check --json``)."""
-        return {
-            "source": self.source,
-            "format": self.format,
-            "ok": self.ok,
-            "malformed": self.malformed,
-            "explicit_keys": self.explicit_keys,
-            "chunk_keys": self.chunk_keys,
-            "chunk_positions": self.chunk_positions,
-            "arrays": [
-                {**dataclasses.asdict(array), "chunk_count": array.chunk_count}
-                for array in self.arrays
-            ],
-            "targets": [
-                {
-                    "url": target.url,
-                    "references": target.references,
-                    "ranges": target.ranges,
-                    "whole": target.whole,
-                    "bytes": target.bytes,
-                    "size": target.size,
-                }
-                for target in self.targets.values()
-            ],
-            "inline": {"count": self.inline, "bytes": self.inline_bytes},
-            "ranges": {"count": self.ranges, "bytes": self.range_bytes},
-            "whole": {"count": self.whole, "bytes": self.whole_bytes},
-            "total_bytes": self.total_bytes,
-            "problems": [{"key": p.key, "problem": p.problem} for p in self.problems],
-            "warnings": list(self.warnings),
-            **(
-                {}
-                if self.served_as_stored is None
-                else {
-                    "served_as_stored": [
-                        {"array": path, "codec": codec, "reason": reason}
-                        for path, codec, reason in self.served_as_stored
-                    ]
-                }
-            ),
-        }
 
 
 def check_references(
@@ -253,22 +76,7 @@ def check_references(
         skip_invalid=True,
         on_invalid=invalid,
     )
-
-    arrays = _arrays(references, summary)
-    summary.explicit_keys, present = _count_explicit(
-        references, summary, {array.path for array in arrays}
-    )
-    counted: dict[str, int] | None = present
-    if isinstance(references, ParquetReferenceSet):
-        counted = None if quick else _scan(references, summary, scan_progress)
-        summary.chunk_positions = sum(grid.count for grid in references.grids)
-    else:
-        summary.chunk_positions = sum(array.chunk_count for array in arrays)
-    summary.chunk_keys = None if counted is None else sum(counted.values())
-    summary.arrays = [
-        dataclasses.replace(a, present=None if counted is None else counted.get(a.path, 0))
-        for a in arrays
-    ]
+    _count(references, summary, scan_progress, scan=not quick)
     if size_of is not None:
         trio.run(_ask_sizes, summary, size_of)
     if decode_cache is not None:
@@ -277,6 +85,28 @@ def check_references(
         stored = plan(references, decode_cache).stored
         summary.served_as_stored = [(a.path, a.codec, a.reason) for a in stored]
     return summary
+
+
+def _count(
+    references: ReferenceSet, summary: Summary, scan_progress: Progress | None, *, scan: bool
+) -> None:
+    """Count the arrays, the explicit keys and the chunks present of each array (a Parquet
+    set's by reading every row when ``scan``; else they are not counted)."""
+    arrays = _arrays(references, summary)
+    summary.explicit_keys, present = _count_explicit(
+        references, summary, {array.path for array in arrays}
+    )
+    counted: dict[str, int] | None = present
+    if isinstance(references, ParquetReferenceSet):
+        counted = _scan(references, summary, scan_progress) if scan else None
+        summary.chunk_positions = sum(grid.count for grid in references.grids)
+    else:
+        summary.chunk_positions = sum(array.chunk_count for array in arrays)
+    summary.chunk_keys = None if counted is None else sum(counted.values())
+    summary.arrays = [
+        dataclasses.replace(a, present=None if counted is None else counted.get(a.path, 0))
+        for a in arrays
+    ]
 
 
 def _arrays(references: ReferenceSet, summary: Summary) -> list[ArrayInfo]:
@@ -456,69 +286,3 @@ async def _ask_sizes(summary: Summary, size_of: SizeOf) -> None:
                 f"{target.size:,} bytes",
             )
     summary.whole_bytes = whole_bytes
-
-
-def format_summary(summary: Summary) -> str:
-    """Return a summary as the readable report that ``refmount check`` prints."""
-    if summary.format == UNREADABLE:
-        lines = [f"{summary.source}: cannot be read, so it cannot be mounted"]
-    else:
-        kind = "Parquet" if summary.format == "parquet" else "JSON"
-        lines = [f"{summary.source}: {kind} reference set"]
-    if summary.malformed:
-        if summary.format != UNREADABLE:
-            lines.append("malformed: it cannot be mounted")
-    else:
-        keys = f"{summary.explicit_keys:,} explicit"
-        if summary.format == "parquet":
-            if summary.chunk_keys is None:
-                chunks = f"chunks not counted (--quick), {summary.chunk_positions:,} positions"
-            else:
-                chunks = f"{summary.chunk_keys:,} chunks of {summary.chunk_positions:,} positions"
-            keys = f"{keys} (metadata) + {chunks}"
-        else:
-            keys = f"{keys}, of which {summary.chunk_keys or 0:,} are array chunks"
-        lines.append(f"{'keys':<12}{keys}")
-        lines.append(f"{'arrays':<12}{len(summary.arrays):,}")
-        for array in summary.arrays:
-            present = "?" if array.present is None else f"{array.present:,}"
-            lines.append(
-                f"  {array.path or '(root)'}  v{array.zarr_format}  shape {list(array.shape)}  "
-                f"chunks {list(array.chunks)}  dtype {array.dtype}  "
-                f"{present} of {array.chunk_count:,} chunks"
-            )
-        lines.append(f"{'targets':<12}{len(summary.targets):,}")
-        for target in sorted(summary.targets.values(), key=lambda t: -t.references):
-            amount = "size unknown" if target.bytes is None else human_bytes(target.bytes)
-            lines.append(f"  {target.references:>10,} refs  {amount:>12}  {target.url}")
-        if summary.whole_bytes is None:
-            whole = "size unknown; --sizes asks the targets"
-        else:
-            whole = human_bytes(summary.whole_bytes)
-        lines.append(
-            f"{'references':<12}{summary.ranges:,} ranges ({human_bytes(summary.range_bytes)}), "
-            f"{summary.inline:,} inline ({human_bytes(summary.inline_bytes)}), "
-            f"{summary.whole:,} whole-target" + (f" ({whole})" if summary.whole else "")
-        )
-        total = human_bytes(summary.total_bytes)
-        unknown = (
-            " + whole targets of unknown size"
-            if summary.whole and (summary.whole_bytes is None)
-            else ""
-        )
-        lines.append(f"{'total':<12}{summary.total_bytes:,} bytes ({total}){unknown}")
-    if summary.warnings:
-        lines.append(f"{'warnings':<12}{len(summary.warnings):,}")
-        lines.extend(f"  {warning}" for warning in summary.warnings)
-    if summary.served_as_stored is not None:
-        lines.append(f"{'--decode':<12}{len(summary.served_as_stored):,} arrays served as stored")
-        lines.extend(
-            f"  {path or '(root)'}  {codec}: {reason}"
-            for path, codec, reason in summary.served_as_stored
-        )
-    if summary.problems:
-        lines.append(f"{'problems':<12}{len(summary.problems):,}")
-        lines.extend(f"  {problem}" for problem in summary.problems)
-    else:
-        lines.append(f"{'problems':<12}none")
-    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Tests of ``refmount check``'s summaries: keys, arrays, targets, bytes and every problem."""
+"""Tests of checking a set: keys, arrays, targets, bytes and every problem, as summarised."""
 
 from __future__ import annotations
 
