@@ -6,7 +6,8 @@ Arrays: 1 MiB chunks (the "big" data, 512 at full scale) and 4 KiB chunks (20 00
 scale). Readers, each starting cold:
 
 - refmount, one sequential reader: GNU ``cat`` of the chunk files in key order (the figure the
-  goals count), the same without the delay (what hiding the latency means), and for 1 MiB
+  goals count), the same through a proxy that holds nothing (what hiding the latency means
+  reaching: the bytes take the same path, only the delay differs), and for 1 MiB
   chunks ``gdalmdiminfo -stats`` reading the array through the mount, with and without the
   delay (it reads the array twice, the second time from the page cache, and computes a
   histogram: its figure is mostly GDAL's own CPU, and what the delay costs it is the point);
@@ -200,27 +201,34 @@ def median_figures(rounds: list[dict[str, ArrayFigures]]) -> dict[str, ArrayFigu
 
 
 def measure_target(
-    context: Context, tag: str, server: Server, direct: Endpoint, env: dict[str, str]
+    context: Context, tag: str, server: Server, endpoint: Endpoint, env: dict[str, str]
 ) -> dict[str, ArrayFigures]:
-    """Every round over one target, through a proxy in front of ``server``."""
+    """Every round over one target, through two proxies in front of ``server``: one that
+    holds each request ``DELAY`` seconds and one that does not (the same path for the bytes,
+    so that the readers without delay differ from the others in the delay alone)."""
     port = int(server.url.rsplit(":", 1)[1])
     scale = context.options.scale
     counts = {
         "big": context.data.big_chunks,
         "many": min(context.data.many_chunks, max(16, int(MANY_CHUNKS * scale))),
     }
-    with DelayProxy(port, DELAY) as proxy:
-        delayed = Endpoint(
-            direct.protocol,
-            {name: url.replace(server.url, proxy.url) for name, url in direct.urls.items()},
-            tuple(option.replace(server.url, proxy.url) for option in direct.refmount_options),
-            {k: (proxy.url if v == server.url else v) for k, v in direct.remote_options.items()},
-        )
+    with DelayProxy(port, DELAY) as slow, DelayProxy(port, 0.0) as fast:
+        direct, delayed = (through(endpoint, server.url, proxy.url) for proxy in (fast, slow))
         rounds = []
         for number in range(context.options.rounds):
             log(f"latency {tag}: round {number + 1} of {context.options.rounds}")
             rounds.append(Round(context, direct, delayed, env, counts).measure(tag))
     return median_figures(rounds)
+
+
+def through(endpoint: Endpoint, server: str, proxy: str) -> Endpoint:
+    """``endpoint`` with the server's URL replaced by the proxy's everywhere."""
+    return Endpoint(
+        endpoint.protocol,
+        {name: url.replace(server, proxy) for name, url in endpoint.urls.items()},
+        tuple(option.replace(server, proxy) for option in endpoint.refmount_options),
+        {k: (proxy if v == server else v) for k, v in endpoint.remote_options.items()},
+    )
 
 
 def run(context: Context) -> LatencyFigures:
