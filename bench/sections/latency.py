@@ -22,6 +22,7 @@ scale). Readers, each starting cold:
 from __future__ import annotations
 
 import functools
+import json
 import os
 import statistics
 from collections.abc import Callable
@@ -74,11 +75,13 @@ READERS = (
 @dataclass
 class ArrayFigures:
     """One array over one target: each reader's rate (MiB/s for 1 MiB chunks, files/s for
-    4 KiB), or why it has none, and the daemon's CPU per chunk behind the delay."""
+    4 KiB), or why it has none; behind the delay, the daemon's CPU per chunk and how many
+    reads waited for data being fetched ahead (its ``prefetch_waits``)."""
 
     chunks: int
     rates: dict[str, float | str] = field(default_factory=dict)
     daemon_cpu_ms_per_chunk: float | None = None
+    prefetch_waits: float | None = None
 
     def to_json(self) -> dict[str, object]:
         """The figures as the JSON has them."""
@@ -86,6 +89,7 @@ class ArrayFigures:
             "chunks": self.chunks,
             **self.rates,
             "daemon_cpu_ms_per_chunk": self.daemon_cpu_ms_per_chunk,
+            "prefetch_waits": self.prefetch_waits,
         }
 
 
@@ -158,7 +162,9 @@ class Round:
         count = self.counts[name]
         with refmount(self.context, refs, self.delayed, self.env) as mount:
             seconds, cpu = cat_in_order(mount, name, count)
+            snapshot = json.loads((mount.path / ".refmount-stats").read_bytes())
         figures.daemon_cpu_ms_per_chunk = 1000 * cpu / count
+        figures.prefetch_waits = snapshot.get("prefetch_waits")
         return rate(name, count, seconds)
 
     def direct_read(self, refs: Path, name: str) -> float:
@@ -196,6 +202,8 @@ def median_figures(rounds: list[dict[str, ArrayFigures]]) -> dict[str, ArrayFigu
                 merged.rates[reader] = values[0]
         cpu = [c for r in rounds if (c := r[name].daemon_cpu_ms_per_chunk) is not None]
         merged.daemon_cpu_ms_per_chunk = statistics.median(cpu) if cpu else None
+        waits = [w for r in rounds if (w := r[name].prefetch_waits) is not None]
+        merged.prefetch_waits = statistics.median(waits) if waits else None
         out[name] = merged
     return out
 
@@ -323,14 +331,15 @@ def rows(result: LatencyFigures) -> list[Row]:
 
 def notes(result: LatencyFigures) -> list[str]:
     """The table of every reader behind the delay, and what each ratio means."""
-    header = ["latency", *READERS, "daemon CPU ms/chunk"]
+    header = ["latency", *READERS, "daemon CPU ms/chunk", "prefetch waits"]
     table = [header]
     for target, arrays in result.targets.items():
         for name, figures in arrays.items():
             unit = "MiB/s" if name == "big" else "files/s"
             cells = [_cell(figures.rates.get(reader)) for reader in READERS]
-            cpu = figures.daemon_cpu_ms_per_chunk
-            table.append([f"{target} {name} ({figures.chunks}, {unit})", *cells, _cell(cpu)])
+            cpu, waits = figures.daemon_cpu_ms_per_chunk, figures.prefetch_waits
+            label = f"{target} {name} ({figures.chunks}, {unit})"
+            table.append([label, *cells, _cell(cpu), _cell(waits)])
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     lines = [
         "",

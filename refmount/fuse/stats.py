@@ -195,6 +195,8 @@ class Statistics:
             "bytes_fetched": reader.bytes_fetched,
             "cache_hits": reader.cache_hits,
             "bytes_cached": reader.bytes_cached,
+            "bytes_prefetched": reader.bytes_prefetched,
+            "prefetch_waits": reader.prefetch_waits,
             "retries": reader.retries,
             "errors": reader.errors,
             "operations": {
@@ -219,6 +221,8 @@ _COUNTERS = (
     ("bytes fetched", "bytes_fetched"),
     ("cache hits", "cache_hits"),
     ("bytes cached", "bytes_cached"),
+    ("prefetched", "bytes_prefetched"),
+    ("prefetch waits", "prefetch_waits"),
     ("retries", "retries"),
     ("fetch errors", "errors"),
 )
@@ -308,6 +312,8 @@ _PROMETHEUS_COUNTERS = (
     ("cache_hits", "cache_hits", "reads answered from memory"),
     ("retries", "retries", "target requests tried again"),
     ("fetch_errors", "errors", "target requests that failed for good"),
+    ("bytes_prefetched", "bytes_prefetched", "bytes requested ahead of reads"),
+    ("prefetch_waits", "prefetch_waits", "reads that waited for a fetch already under way"),
 )
 """(metric name without ``refmount_`` and ``_total``, snapshot field, help) of the counters."""
 

@@ -49,13 +49,13 @@ def test_the_4_kib_goal_has_an_absolute_floor_too():
 
 def test_medians_skip_failed_rounds_and_keep_an_error_when_every_round_failed():
     rounds = [
-        {"big": ArrayFigures(8, {"refmount": 100.0, "gdal": "TimeoutError"}, 2.0)},
-        {"big": ArrayFigures(8, {"refmount": 300.0, "gdal": "TimeoutError"}, 4.0)},
+        {"big": ArrayFigures(8, {"refmount": 100.0, "gdal": "TimeoutError"}, 2.0, 1)},
+        {"big": ArrayFigures(8, {"refmount": 300.0, "gdal": "TimeoutError"}, 4.0, 3)},
         {"big": ArrayFigures(8, {"refmount": "OSError: x", "gdal": "TimeoutError"}, None)},
     ]
     merged = median_figures(rounds)["big"]
     assert merged.rates == {"refmount": 200.0, "gdal": "TimeoutError"}
-    assert merged.daemon_cpu_ms_per_chunk == 3.0
+    assert (merged.daemon_cpu_ms_per_chunk, merged.prefetch_waits) == (3.0, 2)
 
 
 def test_rows_count_refmount_against_cat_and_the_notes_show_every_reader():
