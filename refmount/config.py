@@ -154,6 +154,10 @@ fsspec."""
 class MountConfig:
     """Everything the daemon needs to mount one reference set.
 
+    In the code a *target* is a data URL a reference points at: ``target`` is the default
+    one (``--target``), and ``refs_options`` are the storage options of the reference file
+    itself (``--target-options`` on the command line: fsspec's name for them).
+
     ``local_roots`` are the directories local targets must lie in when the mount is
     ``shared``; ``uid``, ``gid`` and ``umask`` (None: the mounting user, no mask) shape every
     node's attributes; ``pin_versions`` pins each target's ETag or mtime at first use;
@@ -168,7 +172,7 @@ class MountConfig:
     fuse_options: tuple[str, ...] = ()
     remote_protocol: str | None = None
     remote_options: Mapping[str, Any] = field(default_factory=dict)
-    target_options: Mapping[str, Any] = field(default_factory=dict)
+    refs_options: Mapping[str, Any] = field(default_factory=dict)
     s3_options: Mapping[str, Any] = field(default_factory=dict)
     target: str | None = None
     skip_invalid: bool = False

@@ -42,7 +42,7 @@ class LocalSource:
 
 @dataclass
 class MemoryTarget:
-    """A reader ``Target`` over in-memory objects that counts requests and can fail them.
+    """A reader ``Storage`` over in-memory target objects that counts requests and can fail them.
 
     ``truncate`` serves an object shorter than it is; ``failing`` URLs raise a permanent
     ``TargetError``; ``flaky[url] = n`` fails the next ``n`` requests with a retryable one;

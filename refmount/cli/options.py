@@ -227,7 +227,7 @@ def parse_args(argv: Sequence[str]) -> MountCommand:
             fuse_options=tuple(words.fuse),
             remote_protocol=args.remote_protocol,
             remote_options=json_object("--remote-options", args.remote_options),
-            target_options=json_object("--target-options", args.target_options),
+            refs_options=json_object("--target-options", args.target_options),
             s3_options=s3_options(words.s3),
             target=None if args.target is None else absolute(args.target),
             skip_invalid=bool(args.skip_invalid),

@@ -46,7 +46,7 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
         if config.refs == STDIN_REFS:
             source = StreamSource(sys.stdin.buffer, config.base, cap)
         else:
-            storage = StorageOptions(config.target_options, config.s3_options)
+            storage = StorageOptions(config.refs_options, config.s3_options)
             source = FsspecSource(config.refs, storage, cap)
     except (OSError, ValueError, ImportError) as error:
         raise ReferenceFormatError(config.refs, None, f"cannot open: {error}") from error

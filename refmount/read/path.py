@@ -1,4 +1,4 @@
-"""What the read path is to the layers around it: the ``Target`` the reader reads from (the
+"""What the read path is to the layers around it: the ``Storage`` the reader reads from (the
 store, or a fake in tests), the ``ReadPath`` the filesystem reads through (the ``Reader``, or
 the decode view over it), and the figures they hand back."""
 
@@ -12,7 +12,7 @@ from refmount.config import ReadConfig
 from refmount.model import Reference
 
 
-class Target(Protocol):
+class Storage(Protocol):
     """What the reader needs from a store (``refmount.store.store.Store`` or a test fake)."""
 
     async def read_range(self, url: str, start: int, end: int) -> bytes | memoryview:

@@ -23,7 +23,7 @@ from refmount.lru import LRU
 from refmount.model import Inline, Range, Reference, Whole, reference_length
 from refmount.read.cache import ByteCache, Data
 from refmount.read.failures import FAILED_RANGE_SECONDS, FAILED_RANGES, RecentFailures
-from refmount.read.path import NeighbourPrefetch, ReaderStatistics, Target
+from refmount.read.path import NeighbourPrefetch, ReaderStatistics, Storage
 from refmount.read.prefetch import Prefetcher
 from refmount.read.retry import Retrier
 
@@ -65,14 +65,14 @@ class Reader:
 
     def __init__(
         self,
-        target: Target,
+        storage: Storage,
         config: ReadConfig,
         retry: RetryConfig | None = None,
         *,
         jitter: Callable[[float], float] = lambda limit: random.uniform(0, limit),
         clock: Callable[[], float] = trio.current_time,
     ) -> None:
-        self._target = target
+        self._storage = storage
         self._failures = RecentFailures(FAILED_RANGE_SECONDS, FAILED_RANGES, clock)
         self._config = config
         self._retrier = Retrier(retry or RetryConfig(), jitter)
@@ -140,7 +140,7 @@ class Reader:
         url = reference.url
 
         async def ask() -> int:
-            size = await self._retrier.run(url, lambda: self._target.size(url), "cannot get size")
+            size = await self._retrier.run(url, lambda: self._storage.size(url), "cannot get size")
             self._known_sizes[url] = size
             return size
 
@@ -167,7 +167,7 @@ class Reader:
             return b""
         base = reference.offset if isinstance(reference, Range) else 0
         end = min(offset + size, total)
-        at_hand = self._target.read_now(reference.url, base + offset, base + end)
+        at_hand = self._storage.read_now(reference.url, base + offset, base + end)
         if at_hand is not None and len(at_hand) == end - offset:
             self._fetch_count += 1  # a read of the target all the same, just not a wait
             self._bytes_fetched += len(at_hand)
@@ -281,7 +281,7 @@ class Reader:
         try:
             return await self._retrier.run(
                 url,
-                lambda: self._target.read_range(url, start, end),
+                lambda: self._storage.read_range(url, start, end),
                 what,
                 functools.partial(self._check_range, url, start, end),
             )
