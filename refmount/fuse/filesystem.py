@@ -41,7 +41,8 @@ from refmount.model import (
     reference_kind,
 )
 from refmount.names import NAME_MAX
-from refmount.namespace.tree import MAX_INODE, GridChunk, StaticFile, Tree
+from refmount.namespace.nodes import MAX_INODE, GridChunk, StaticFile
+from refmount.namespace.tree import Tree
 from refmount.read.path import ReadPath
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,8 @@ import trio
 from refmount.errors import NotFoundError, RefmountError, TargetError, TargetReadError
 from refmount.lru import LRU
 from refmount.model import Inode, ReferenceSet
-from refmount.namespace.tree import ChildRun, ChunkSpans, Tree
+from refmount.namespace.nodes import ChildRun, ChunkSpans
+from refmount.namespace.tree import Tree
 from refmount.read.path import ReadPath
 
 log = logging.getLogger(__name__)

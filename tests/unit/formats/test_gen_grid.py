@@ -18,7 +18,8 @@ from refmount.formats.json_refs import JsonReferenceSet, load_json
 from refmount.formats.json_v1 import load_v1
 from refmount.formats.options import LoadOptions
 from refmount.model import ROOT_INODE, ChunkGrid, Inline, Inode, Range, Reference, Whole
-from refmount.namespace.tree import GridChunk, StaticFile, Tree
+from refmount.namespace.nodes import GridChunk, StaticFile
+from refmount.namespace.tree import Tree
 from tests.fakes import LocalSource
 
 SOURCE = "/refs/refs.json"

@@ -39,7 +39,8 @@ from refmount.model import (
     Whole,
     ravel,
 )
-from refmount.namespace.tree import StaticFile, Tree
+from refmount.namespace.nodes import StaticFile
+from refmount.namespace.tree import Tree
 from tests.fakes import LocalSource
 
 D = b"HELLO WORLD 0123456789abcdefghijklmnopqrstuvwxyz"

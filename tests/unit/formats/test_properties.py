@@ -25,7 +25,8 @@ from refmount.formats.parquet import load_parquet
 from refmount.formats.values import MAX_OFFSET
 from refmount.model import ROOT_INODE, Inline, Inode, Range, ReferenceSet, Whole
 from refmount.names import NAME_MAX, key_problem
-from refmount.namespace.tree import GridChunk, StaticFile, Tree
+from refmount.namespace.nodes import GridChunk, StaticFile
+from refmount.namespace.tree import Tree
 
 SETTINGS = settings(
     max_examples=150,

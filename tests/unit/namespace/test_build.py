@@ -12,7 +12,8 @@ from refmount.errors import ReferenceFormatError
 from refmount.model import ROOT_INODE, ChunkGrid, Inode
 from refmount.names import key_problem
 from refmount.namespace import directory
-from refmount.namespace.tree import GridChunk, Tree
+from refmount.namespace.nodes import GridChunk
+from refmount.namespace.tree import Tree
 from tests.unit.namespace.test_tree import names, walk
 
 BOTH = "is both a file and a directory"

@@ -8,7 +8,8 @@ import pytest
 
 from refmount.errors import ReferenceFormatError
 from refmount.model import ROOT_INODE, ChunkGrid, Inode, canonical_index
-from refmount.namespace.tree import GridChunk, StaticFile, Tree
+from refmount.namespace.nodes import GridChunk, StaticFile
+from refmount.namespace.tree import Tree
 
 
 def names(tree: Tree, inode: Inode, start: int = 0) -> list[str]:
