@@ -4,16 +4,12 @@ numcodecs' registry also holds ``pickle`` and other object codecs: decoding thos
 ``pickle.loads`` on bytes from a target. Nothing is looked up in the registry by a name the
 metadata gives; only the codecs named here are built, from their known configuration.
 
-Compressors never produce more than the chunk's declared size: zlib, gzip, bz2, lzma and zstd
-decompress with an output limit; blosc and lz4 have the size their header declares checked
-against the bound before anything is allocated. Filters work element by element on what the
-compressor produced, so their output is bounded too; the final size must be exactly
-``prod(chunks) * itemsize``.
+Compressors never produce more than the chunk's declared size (``decompress``). Filters work
+element by element on what the compressor produced, so their output is bounded too; the
+final size must be exactly ``prod(chunks) * itemsize``.
 
 The TIFF codecs tifffile's references name (kerchunk's ``tiff_to_zarr``) are built here by
-name too, never through imagecodecs' numcodecs registry: LZW and PackBits carry no decoded
-size, so they decode into a buffer of the bound plus one byte (imagecodecs' LZW stops at the
-end of ``out``, its PackBits raises): a chunk that fills it is larger than declared.
+name too, never through imagecodecs' numcodecs registry (LZW and PackBits: see ``decompress``).
 ``imagecodecs_zstd`` is a plain zstd frame; ``imagecodecs_delta`` (the horizontal predictor)
 keeps its input's size. JPEG and the other image codecs are lossy or carry their own image
 size, and are served as stored.
@@ -21,11 +17,8 @@ size, and are served as stored.
 
 from __future__ import annotations
 
-import bz2
 import lzma
 import math
-import struct
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +26,15 @@ from typing import Any
 import numcodecs
 import numcodecs.blosc
 import numpy as np
-import zstandard
 from numcodecs.abc import Codec
+
+from refmount.decode.decompress import (
+    DECOMPRESSORS,
+    DecodeFailed,
+    Undecodable,
+    imagecodecs_module,
+    lzma_decompress,
+)
 
 COMPRESSORS = (
     "zlib",
@@ -77,24 +77,6 @@ CHECKSUM_BYTES = 4
 
 DTYPE_FIELDS = ("dtype", "astype", "encode_dtype", "decode_dtype")
 """Filter configuration fields that name a dtype: the widest bounds the compressor's output."""
-
-
-class Undecodable(Exception):
-    """An array whose codecs or dtype ``--decode`` does not decode; it is served as stored."""
-
-    def __init__(self, codec: str, reason: str) -> None:
-        self.codec = codec
-        self.reason = reason
-        super().__init__(f"{codec}: {reason}")
-
-
-class DecodeFailed(Exception):
-    """One chunk could not be decoded (corrupt, or larger than its declared size)."""
-
-    def __init__(self, codec: str, reason: str) -> None:
-        self.codec = codec
-        self.reason = reason
-        super().__init__(f"{codec}: {reason}")
 
 
 Step = Callable[[bytes], bytes]
@@ -307,15 +289,15 @@ def compressor_step(config: Mapping[str, Any], bound: int) -> tuple[str, Step]:
     name = config["id"]
     if name in FILTERS or name in TIFF_FILTERS:
         return filter_step(config)
-    decoder = _COMPRESSORS.get(name)
+    decoder = DECOMPRESSORS.get(name)
     if decoder is None:
         raise Undecodable(name, _refusal(name))
     if name in ("imagecodecs_lzw", "imagecodecs_packbits"):
-        _imagecodecs()  # without it the array is served as stored
+        imagecodecs_module()  # without it the array is served as stored
     if name == "lzma":
         lzma_format = int(config.get("format", lzma.FORMAT_AUTO))
         lzma_filters = config.get("filters")
-        return name, lambda data: _lzma(data, bound, lzma_format, lzma_filters)
+        return name, lambda data: lzma_decompress(data, bound, lzma_format, lzma_filters)
     return name, lambda data: decoder(data, bound)
 
 
@@ -330,99 +312,6 @@ def _as_bytes(value: object) -> bytes:
     return array.view(np.uint8).tobytes() if array.ndim else array.tobytes()
 
 
-def _too_large(name: str, bound: int) -> DecodeFailed:
-    return DecodeFailed(name, f"inflates past the declared chunk size of {bound} bytes")
-
-
-def _zlib_like(name: str, wbits: int) -> Callable[[bytes, int], bytes]:
-    def decode(data: bytes, bound: int) -> bytes:
-        inflater = zlib.decompressobj(wbits)
-        out = inflater.decompress(data, bound + 1)
-        if len(out) > bound or inflater.unconsumed_tail:
-            raise _too_large(name, bound)
-        return out
-
-    return decode
-
-
-def _bz2(data: bytes, bound: int) -> bytes:
-    out = bz2.BZ2Decompressor().decompress(data, max_length=bound + 1)
-    if len(out) > bound:
-        raise _too_large("bz2", bound)
-    return out
-
-
-def _lzma(data: bytes, bound: int, lzma_format: int, filters: object) -> bytes:
-    chain = filters if lzma_format == lzma.FORMAT_RAW else None
-    decompressor = lzma.LZMADecompressor(lzma_format, filters=chain)  # type: ignore[arg-type]
-    out = decompressor.decompress(data, max_length=bound + 1)
-    if len(out) > bound:
-        raise _too_large("lzma", bound)
-    return out
-
-
-def _zstd(data: bytes, bound: int) -> bytes:
-    declared = zstandard.frame_content_size(data)
-    if declared > bound:
-        raise _too_large("zstd", bound)
-    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
-    parts: list[bytes] = []
-    total = 0
-    while total <= bound:
-        part = reader.read(bound + 1 - total)
-        if not part:
-            break
-        parts.append(part)
-        total += len(part)
-    if total > bound:
-        raise _too_large("zstd", bound)
-    return b"".join(parts)
-
-
-def _blosc(data: bytes, bound: int) -> bytes:
-    declared, compressed, _ = numcodecs.blosc._cbuffer_sizes(data)
-    if declared > bound:
-        raise _too_large("blosc", bound)
-    if compressed > len(data):
-        raise DecodeFailed("blosc", f"header declares {compressed} bytes, chunk has {len(data)}")
-    return bytes(numcodecs.blosc.decompress(data))
-
-
-def _lz4(data: bytes, bound: int) -> bytes:
-    if len(data) < 4:
-        raise DecodeFailed("lz4", "shorter than its 4-byte header")
-    (declared,) = struct.unpack("<i", data[:4])
-    if not 0 <= declared <= bound:
-        raise _too_large("lz4", bound)
-    return bytes(numcodecs.LZ4().decode(data))
-
-
-def _imagecodecs() -> Any:
-    try:
-        import imagecodecs
-    except ImportError as error:  # an optional dependency, like numcodecs
-        raise Undecodable("imagecodecs", "imagecodecs is not installed") from error
-    return imagecodecs
-
-
-def _headerless(name: str, function: str) -> Callable[[bytes, int], bytes]:
-    """Return a bounded decoder for a codec whose stream carries no decoded size."""
-
-    def decode(data: bytes, bound: int) -> bytes:
-        decoder = getattr(_imagecodecs(), function)
-        try:
-            out = decoder(data, out=bound + 1)
-        except Exception as error:
-            if "OUTPUT_TOO_SMALL" in str(error):
-                raise _too_large(name, bound) from error
-            raise
-        if len(out) > bound:
-            raise _too_large(name, bound)
-        return bytes(out)
-
-    return decode
-
-
 def _delta_step(config: Mapping[str, Any]) -> Step:
     """Return the decoding step of tifffile's horizontal predictor (a cumulative sum)."""
     try:
@@ -433,7 +322,7 @@ def _delta_step(config: Mapping[str, Any]) -> Step:
         raise Undecodable("imagecodecs_delta", f"bad configuration {dict(config)!r}") from error
     if dtype.kind not in "iu" or dist != 1 or not shape or not -len(shape) <= axis < len(shape):
         raise Undecodable("imagecodecs_delta", f"configuration {dict(config)!r} not decoded")
-    delta_decode = _imagecodecs().delta_decode
+    delta_decode = imagecodecs_module().delta_decode
 
     def step(data: bytes) -> bytes:
         if len(data) != math.prod(shape) * dtype.itemsize:
@@ -442,20 +331,6 @@ def _delta_step(config: Mapping[str, Any]) -> Step:
         return _as_bytes(delta_decode(values, axis=axis, dist=dist))
 
     return step
-
-
-_COMPRESSORS: Mapping[str, Callable[[bytes, int], bytes]] = {
-    "imagecodecs_lzw": _headerless("imagecodecs_lzw", "lzw_decode"),
-    "imagecodecs_packbits": _headerless("imagecodecs_packbits", "packbits_decode"),
-    "imagecodecs_zstd": _zstd,
-    "zlib": _zlib_like("zlib", 15),
-    "gzip": _zlib_like("gzip", 31),
-    "bz2": _bz2,
-    "zstd": _zstd,
-    "blosc": _blosc,
-    "lz4": _lz4,
-    "lzma": lambda data, bound: _lzma(data, bound, lzma.FORMAT_AUTO, None),
-}
 
 
 def codec_names(configs: Sequence[object]) -> str:

@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import trio
 
 from refmount.config import ReadConfig
-from refmount.decode.codecs import DecodeFailed, Pipeline
+from refmount.decode.codecs import Pipeline
+from refmount.decode.decompress import DecodeFailed
 from refmount.decode.view import DecodedArray, DecodedReferences, Plan, plan
 from refmount.errors import RecentFailureError, TargetError
 from refmount.flight import SingleFlight

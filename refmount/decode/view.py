@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from refmount.decode import metadata
-from refmount.decode.codecs import Pipeline, Undecodable, v2_pipeline, v3_pipeline
+from refmount.decode.codecs import Pipeline, v2_pipeline, v3_pipeline
+from refmount.decode.decompress import Undecodable
 from refmount.errors import ReferenceFormatError
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, grid_from_zarray
 from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel

@@ -10,7 +10,8 @@ import numcodecs
 import numpy as np
 import pytest
 
-from refmount.decode.codecs import DecodeFailed, Undecodable, v2_pipeline, v3_pipeline
+from refmount.decode.codecs import v2_pipeline, v3_pipeline
+from refmount.decode.decompress import DecodeFailed, Undecodable
 
 CHUNKS = (6, 10)
 VALUES = np.linspace(-5, 5, 60).reshape(CHUNKS)
