@@ -36,7 +36,6 @@ def check_references(
     options: LoadOptions,
     *,
     quick: bool = False,
-    size_of: SizeOf | None = None,
     scan_progress: Progress | None = None,
     decode_cache: int | None = None,
 ) -> Summary:
@@ -45,9 +44,8 @@ def check_references(
     Values and arrays that the loader would refuse are collected (it runs with
     ``skip_invalid``), then keys the tree cannot hold. Array metadata is validated even in a
     JSON set. Every chunk row of a Parquet set is read unless ``quick``; ``scan_progress``
-    is told ``(rows scanned, rows)`` after each record file. With ``size_of``, every target
-    is asked for its size, whole-target references get sizes and ranges that end beyond
-    their target are problems. A set that cannot be loaded at all is ``malformed``. With
+    is told ``(rows scanned, rows)`` after each record file (targets are sized afterwards,
+    on request: ``ask_sizes``). A set that cannot be loaded at all is ``malformed``. With
     ``decode_cache`` (the cache size of a ``--decode`` mount), the arrays such a mount would
     serve as stored are listed.
     """
@@ -77,8 +75,6 @@ def check_references(
         on_invalid=invalid,
     )
     _count(references, summary, scan_progress, scan=not quick)
-    if size_of is not None:
-        trio.run(_ask_sizes, summary, size_of)
     if decode_cache is not None:
         from refmount.decode.view import plan  # numcodecs, only when asked
 
@@ -258,7 +254,9 @@ def _warn_columns(
     )
 
 
-async def _ask_sizes(summary: Summary, size_of: SizeOf) -> None:
+async def ask_sizes(summary: Summary, size_of: SizeOf) -> None:
+    """Ask every target of ``summary`` for its size (``SIZE_REQUESTS`` at a time): whole-target
+    references get sizes, and ranges that end beyond their target become problems."""
     limiter = trio.CapacityLimiter(SIZE_REQUESTS)
 
     async def ask(target: TargetInfo) -> None:

@@ -101,7 +101,9 @@ def check_main(argv: Sequence[str]) -> int:
     except ValueError as error:
         usage_error(str(error))
     setup_logging("warning", journald="JOURNAL_STREAM" in os.environ)
-    from refmount import check  # the heavy imports, only once the arguments are good
+    import trio  # the heavy imports, only once the arguments are good
+
+    from refmount import check
     from refmount.formats import LoadOptions
     from refmount.store.options import StorageOptions
     from refmount.store.sources import FsspecSource
@@ -120,15 +122,15 @@ def check_main(argv: Sequence[str]) -> int:
         progress=ProgressReporter(refs, sys.stderr),
         max_size=cap,
     )
-    store = Store(StorageOptions(remote_options, s3)) if args.sizes else None
     summary = check.check_references(
         source,
         options,
         quick=args.quick,
-        size_of=None if store is None else store.size,
         scan_progress=ProgressReporter(refs, sys.stderr, unit="chunk rows", verb="scanning"),
         decode_cache=cache_size if args.decode else None,
     )
+    if args.sizes and not summary.malformed:
+        trio.run(check.ask_sizes, summary, Store(StorageOptions(remote_options, s3)).size)
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))
     else:

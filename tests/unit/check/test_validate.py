@@ -9,8 +9,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import trio
 
-from refmount.check import Summary, check_references, format_summary
+from refmount.check import Summary, ask_sizes, check_references, format_summary
 from refmount.errors import TargetReadError
 from refmount.formats.options import LoadOptions
 from tests.fakes import LocalSource
@@ -274,7 +275,8 @@ def test_sizes_fill_in_whole_targets_and_find_ranges_past_the_end(tmp_path: Path
             "gone": ["missing.bin", 0, 1],
         },
     )
-    summary = check_references(source, LoadOptions(), size_of=sizes)
+    summary = check_references(source, LoadOptions())
+    trio.run(ask_sizes, summary, sizes)
     by_key = {problem.key: problem.problem for problem in summary.problems}
     assert set(by_key) == {"past", "gone"}
     assert "ends at byte 1,010" in by_key["past"]
