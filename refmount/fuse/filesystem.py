@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import itertools
 import logging
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, NamedTuple
 
 import trio
@@ -285,7 +285,7 @@ class RefFilesystem:
             return opened.reference.data[offset : offset + size]
         if opened.opening is not None:
             opened.opening.asked = True
-        with _naming(lambda: opened.key):
+        with _Naming(lambda: opened.key):
             return await self._reader.read(opened.key, opened.reference, offset, size)
 
     def release(self, handle: FileHandle) -> None:
@@ -390,9 +390,9 @@ class RefFilesystem:
         if problem is not None:
             raise TargetAccessError(url, problem)
 
-    def _serving(self, inode: Inode) -> contextlib.AbstractContextManager[None]:
+    def _serving(self, inode: Inode) -> _Naming:
         """Name the file ``inode`` (its key) in a target error raised inside."""
-        return _naming(functools.partial(self._tree.path, inode))
+        return _Naming(functools.partial(self._tree.path, inode))
 
     def _attributes(self, inode: Inode, is_dir: bool, size: int) -> Attributes:
         owner = self._owner
@@ -409,13 +409,25 @@ class RefFilesystem:
             raise FilesystemError(errno.ENOTDIR)
 
 
-@contextlib.contextmanager
-def _naming(key: Callable[[], str]) -> Iterator[None]:
+class _Naming:
     """Attach the file's ``key()`` to a ``TargetError`` raised inside: where a failed target
     read learns which file it served (the store and the read path know only the URL). The
-    key is only worked out for an error."""
-    try:
-        yield
-    except TargetError as error:
-        error.for_key(key())
-        raise
+    key is only worked out for an error. A class, not a generator: one is made per read."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: Callable[[], str]) -> None:
+        self._key = key
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        if isinstance(error, TargetError):
+            error.for_key(self._key())
+        return False  # the error goes on
