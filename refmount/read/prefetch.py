@@ -201,13 +201,7 @@ class Prefetcher:
         config = self._config
         if self._nursery is None or config.neighbour_bytes <= 0:
             return NeighbourPrefetch(0, 0, 1)
-        ahead = ahead_count = 0
-        for start, end in spans:
-            cache_key = (url, start, end)
-            if cache_key not in self._cache and not self._flights.busy(cache_key):
-                break
-            ahead += end - start
-            ahead_count += 1
+        ahead, ahead_count = self._ahead(url, spans)
         scale = max(1, scale) if ahead else 1
         limit = min(config.neighbour_bytes * scale, self._room())
         count = config.neighbour_count * scale
@@ -229,29 +223,46 @@ class Prefetcher:
             return NeighbourPrefetch(0, _resume_at(covered, keep), scale)
         if ahead == 0 and len(run) == 1:
             return NeighbourPrefetch(0, 0, 1)  # the read being served asks for that one anyway
-        requested = 0
         part_scale = min(scale, max(1, config.neighbour_growth))  # larger parts cost more CPU
-        for part in _parts(run, config.neighbour_part_bytes * part_scale):
-            claimed: list[tuple[tuple[str, int, int], Flight[Data]]] = []
-            for start, end in part:
-                flight = self._flights.claim((url, start, end))
-                assert flight is not None  # checked above, with no await in between
-                claimed.append(((url, start, end), flight))
-            first, last = part[0][0], part[-1][1]
-            self._cache.reserve(last - first)
-            self.prefetches += 1
-            self.bytes_prefetched += last - first
-            requested += last - first
-            try:
-                job = functools.partial(self._coalesced, url, claimed)
-                self.spawn(job, f"{url} [{first}, {last})")
-            except BaseException:
-                self._release(claimed, last - first)
-                raise
+        requested = sum(
+            self._send_part(url, part)
+            for part in _parts(run, config.neighbour_part_bytes * part_scale)
+        )
         grown = min(2 * scale, self._neighbour_cap(url, scale))
         return NeighbourPrefetch(
             requested, _resume_at(spans[: ahead_count + len(run)], keep), grown
         )
+
+    def _ahead(self, url: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int]:
+        """Return the bytes and the number of the first ``spans`` cached or in flight."""
+        ahead = ahead_count = 0
+        for start, end in spans:
+            cache_key = (url, start, end)
+            if cache_key not in self._cache and not self._flights.busy(cache_key):
+                break
+            ahead += end - start
+            ahead_count += 1
+        return ahead, ahead_count
+
+    def _send_part(self, url: str, part: list[tuple[int, int]]) -> int:
+        """Claim the spans of ``part`` (none may be busy) and fetch them in the background in
+        one request; return its size."""
+        claimed: list[tuple[tuple[str, int, int], Flight[Data]]] = []
+        for start, end in part:
+            flight = self._flights.claim((url, start, end))
+            assert flight is not None  # checked by the caller, with no await in between
+            claimed.append(((url, start, end), flight))
+        first, last = part[0][0], part[-1][1]
+        self._cache.reserve(last - first)
+        self.prefetches += 1
+        self.bytes_prefetched += last - first
+        try:
+            job = functools.partial(self._coalesced, url, claimed)
+            self.spawn(job, f"{url} [{first}, {last})")
+        except BaseException:
+            self._release(claimed, last - first)
+            raise
+        return last - first
 
     def _neighbour_cap(self, url: str, scale: int) -> int:
         """Return how far neighbour windows over ``url`` may grow (``_cap``), in scale units."""
