@@ -427,7 +427,6 @@ class _Naming:
         kind: type[BaseException] | None,
         error: BaseException | None,
         traceback: TracebackType | None,
-    ) -> bool:
+    ) -> None:
         if isinstance(error, TargetError):
-            error.for_key(self._key())
-        return False  # the error goes on
+            error.for_key(self._key())  # and the error goes on
