@@ -429,6 +429,12 @@ CHUNKS = 12
 OBJECT = bytes(range(251)) * 48  # 12048 bytes: every chunk's bytes differ from its neighbours'
 
 
+IN_ORDER = [(0, 1000), (1000, 5000), (5000, 7000), (7000, 9000), (9000, 11000), (11000, 12000)]
+"""The requests of a reader of ``chunked_fs``' chunks in order: x/0 alone (nothing says "in
+order" yet); from x/1 on, the window (4 chunks, the limit), then topped up (2 chunks) each
+time less than three quarters of it is ahead."""
+
+
 def chunked_fs(
     target: MemoryTarget | None = None, **config: int
 ) -> tuple[RefFilesystem, MemoryTarget, Reader]:
@@ -485,16 +491,7 @@ async def test_in_order_chunks_of_one_object_are_fetched_together() -> None:
     async with reader.running():
         for number in range(CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
-        # x/0 alone (nothing says "in order" yet); from x/1 on, the window (4 chunks, the
-        # limit), then topped up (2 chunks) each time less than three quarters of it is ahead
-        assert spans(target) == [
-            (0, 1000),
-            (1000, 5000),
-            (5000, 7000),
-            (7000, 9000),
-            (9000, 11000),
-            (11000, 12000),
-        ]
+        assert spans(target) == IN_ORDER
         # each chunk read through left the cache (the kernel's page cache answers a second
         # pass through FUSE); a second pass here fetches as the first did
         for number in range(CHUNKS):
@@ -518,14 +515,7 @@ async def test_an_in_order_reader_asks_the_reader_once_per_run_not_once_per_file
     async with reader.running():
         for number in range(CHUNKS):
             assert await read_chunk(fs, number) == expected(number)
-        assert spans(target) == [
-            (0, 1000),
-            (1000, 5000),
-            (5000, 7000),
-            (7000, 9000),
-            (9000, 11000),
-            (11000, 12000),
-        ]
+        assert spans(target) == IN_ORDER
         # x/2 has x/2 to x/4 ahead: three quarters of the limit, nothing to ask; x/3 asks.
         # Near the end fewer spans are left than the window holds: each file asks.
         assert asked_at == [1, 3, 5, 7, 9, 10, 11]
@@ -549,14 +539,7 @@ async def test_chunks_of_a_grid_are_indexed_in_bulk_and_fetched_together() -> No
             assert await fs.read(handle, 0, CHUNK) == expected(number)
             fs.release(handle)
             await trio.testing.wait_all_tasks_blocked()
-        assert spans(target) == [
-            (0, 1000),
-            (1000, 5000),
-            (5000, 7000),
-            (7000, 9000),
-            (9000, 11000),
-            (11000, 12000),
-        ]
+        assert spans(target) == IN_ORDER
     # one chunk() per file opened: the index took the grid's ranges in one call
     assert sorted(refs.chunk_calls) == [(0, i) for i in range(CHUNKS)]
 
@@ -568,14 +551,7 @@ async def test_small_chunks_in_order_are_fetched_in_runs_of_the_count_limit() ->
             assert await read_chunk(fs, number) == expected(number)
         # the window is topped up once fewer than three quarters of the count are ahead:
         # never a request per chunk once reading is in order
-        assert spans(target) == [
-            (0, 1000),
-            (1000, 5000),
-            (5000, 7000),
-            (7000, 9000),
-            (9000, 11000),
-            (11000, 12000),
-        ]
+        assert spans(target) == IN_ORDER
 
 
 async def test_a_run_goes_out_as_parallel_parts() -> None:
