@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import BENCH, log
+from bench.datasets import DataSet
 from bench.processes import children_of, free_port, stop_process, wait_for_port
 from tests.support.servers import (
     AWS_VARIABLES_TO_CLEAR,
@@ -71,6 +72,16 @@ def nginx(root: Path, workdir: Path) -> Iterator[Server]:
         yield Server(f"http://127.0.0.1:{port}", "nginx", lambda: children_of(process.pid))
     finally:
         stop_process(process, signal.SIGQUIT)
+
+
+@contextlib.contextmanager
+def nginx_serving(data: DataSet, workdir: Path) -> Iterator[tuple[Server, dict[str, str]]]:
+    """nginx serving the generated target files; yield it and the URL of each ("big", "many")."""
+    os.chmod(workdir, 0o755)  # nginx's workers may run as another user
+    for path in (data.directory / "data", data.big_file, data.many_file):
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    with nginx(data.directory / "data", workdir) as server:
+        yield server, {"big": f"{server.url}/big.bin", "many": f"{server.url}/many.bin"}
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ import enum
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,16 @@ BASELINES = (Tool.CAT, Tool.FUSE, Tool.RAW, Tool.FLOOR, Tool.CFLOOR)
 """The tools refmount is compared with: the table's "x ..." columns."""
 
 
+def refmount_mount(
+    workdir: Path, name: str, refs: Path, options: Sequence[str], env: dict[str, str]
+) -> contextlib.AbstractContextManager[Mount]:
+    """Mount ``refs`` with the real ``refmount -f`` command and ``options`` in a child
+    process, on a mountpoint of its own (a cold page cache and a cold daemon)."""
+    command = [sys.executable, "-m", "refmount", "-f", *options]
+    mountpoint = fresh_mountpoint(workdir, f"refmount-{name}")
+    return mount_child([*command, str(refs), str(mountpoint)], mountpoint, env)
+
+
 @dataclass
 class Target:
     """How refmount, fsspec and the raw readers reach one kind of target."""
@@ -57,9 +67,8 @@ class Target:
         self, workdir: Path, refs: Path, *options: str
     ) -> contextlib.AbstractContextManager[Mount]:
         """Mount ``refs`` with the real ``refmount`` command in a child process."""
-        command = [sys.executable, "-m", "refmount", "-f", *self.refmount_options, *options]
-        mountpoint = fresh_mountpoint(workdir, f"refmount-{self.name}")
-        return mount_child([*command, str(refs), str(mountpoint)], mountpoint, self.env)
+        options = (*self.refmount_options, *options)
+        return refmount_mount(workdir, self.name, refs, options, self.env)
 
     def fsspec_fuse(
         self, workdir: Path, refs: Path, root: str

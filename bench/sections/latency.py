@@ -46,7 +46,7 @@ from bench.sections.latency_readers import (
     write_set,
     zarr_read,
 )
-from bench.servers import Server, environment, nginx, s3_environment, s3_key, s3_server
+from bench.servers import Server, environment, nginx_serving, s3_environment, s3_key, s3_server
 from bench.tools import Tool
 from tests.support.delay_proxy import DelayProxy
 
@@ -243,11 +243,7 @@ def run(context: Context) -> LatencyFigures:
     """Both targets: nginx, then the S3 server."""
     data, workdir = context.data, context.workdir
     result = LatencyFigures(DELAY * 1000, context.options.rounds)
-    os.chmod(workdir, 0o755)  # nginx's workers may run as another user
-    for path in (data.directory / "data", data.big_file, data.many_file):
-        os.chmod(path, 0o755 if path.is_dir() else 0o644)
-    with nginx(data.directory / "data", workdir) as server:
-        urls = {"big": f"{server.url}/big.bin", "many": f"{server.url}/many.bin"}
+    with nginx_serving(data, workdir) as (server, urls):
         result.servers["http"] = server.name
         env = dict(os.environ)
         result.targets["http"] = measure_target(

@@ -8,9 +8,7 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,9 +18,11 @@ import zarr
 import zarr.storage
 
 from bench.common import KIB, MIB
-from bench.mounts import Mount, fresh_mountpoint, mount_child
+from bench.mounts import Mount
 from bench.processes import process_cpu_seconds
 from bench.section import Context
+from bench.tools import refmount_mount
+from tests.support.datasets import zarray
 
 SAMPLE = 1000
 """How many keys fsspec ``cat`` reads one at a time before its rate is extrapolated."""
@@ -46,18 +46,7 @@ def write_set(path: Path, endpoint: Endpoint, counts: dict[str, int]) -> Path:
     refs: dict[str, Any] = {".zgroup": json.dumps({"zarr_format": 2})}
     for name, count in counts.items():
         size = SIZES[name]
-        refs[f"{name}/.zarray"] = json.dumps(
-            {
-                "shape": [count * size],
-                "chunks": [size],
-                "dtype": "|u1",
-                "compressor": None,
-                "fill_value": 0,
-                "filters": None,
-                "order": "C",
-                "zarr_format": 2,
-            }
-        )
+        refs[f"{name}/.zarray"] = json.dumps(zarray([count * size], [size], dtype="|u1"))
         url = endpoint.urls[name]
         for index in range(count):
             refs[f"{name}/{index}"] = [url, index * size, size]
@@ -65,15 +54,11 @@ def write_set(path: Path, endpoint: Endpoint, counts: dict[str, int]) -> Path:
     return path
 
 
-@contextlib.contextmanager
 def refmount(
     context: Context, refs: Path, endpoint: Endpoint, env: dict[str, str]
-) -> Iterator[Mount]:
-    """A fresh refmount mount of ``refs`` (a cold page cache and a cold daemon)."""
-    mountpoint = fresh_mountpoint(context.workdir, "refmount-latency")
-    command = [sys.executable, "-m", "refmount", "-f", *endpoint.refmount_options]
-    with mount_child([*command, str(refs), str(mountpoint)], mountpoint, env) as mount:
-        yield mount
+) -> contextlib.AbstractContextManager[Mount]:
+    """A fresh refmount mount of ``refs`` over ``endpoint``."""
+    return refmount_mount(context.workdir, "latency", refs, endpoint.refmount_options, env)
 
 
 def cat_in_order(mount: Mount, name: str, count: int) -> tuple[float, float]:

@@ -17,7 +17,7 @@ from bench.figures import ReadFigures, median_of_rounds
 from bench.raw import HttpRaw, LocalRaw, S3Raw
 from bench.section import Context
 from bench.sections.read_tools import Round
-from bench.servers import environment, nginx, s3_environment, s3_key, s3_server
+from bench.servers import environment, nginx_serving, s3_environment, s3_key, s3_server
 from bench.system import CpuMeter, CpuShare, Residency, resident
 from bench.tools import Target, Tool
 
@@ -94,11 +94,7 @@ def run_local(context: Context) -> ReadResult:
 def run_http(context: Context) -> ReadResult:
     """The HTTP section: the generated files served by nginx."""
     data, workdir = context.data, context.workdir
-    os.chmod(workdir, 0o755)  # nginx's workers may run as another user
-    for path in (data.directory / "data", data.big_file, data.many_file):
-        os.chmod(path, 0o755 if path.is_dir() else 0o644)
-    with nginx(data.directory / "data", workdir) as server:
-        urls = {"big": f"{server.url}/big.bin", "many": f"{server.url}/many.bin"}
+    with nginx_serving(data, workdir) as (server, urls):
         refs = data.write_refs("refs-http", urls["big"], urls["many"])
         raw = HttpRaw(urls)
         target = Target("http", "http", refs, [], {}, dict(os.environ), raw, server.pids)
