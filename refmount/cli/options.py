@@ -30,6 +30,7 @@ from refmount.config import (
     parse_size,
     parse_umask,
 )
+from refmount.decode.extra import missing_dependency
 from refmount.ops.kernel_tuning import KernelTuning
 from refmount.urls import protocol_of
 
@@ -288,6 +289,10 @@ def check_values(args: argparse.Namespace, shortcuts: Mapping[str, str | bool]) 
     log_file = getattr(args, "log_file", None)
     if log_file is not None:
         _check_log_file(log_file)
+    if getattr(args, "decode", False):
+        missing = missing_dependency()
+        if missing is not None:
+            raise ValueError(missing)
     endpoint = shortcuts.get("s3_endpoint_url")
     if isinstance(endpoint, str) and protocol_of(endpoint) not in ("http", "https"):
         raise ValueError(f"s3_endpoint_url must be an http:// or https:// URL, not {endpoint!r}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from refmount.config import MountConfig
 from refmount.daemon.loading import Loaded
+from refmount.decode.extra import INSTALL
 from refmount.errors import MountError
 from refmount.fuse.adapter import FuseOperations, InFlight
 from refmount.fuse.filesystem import Owner, RefFilesystem
@@ -35,7 +36,7 @@ def decode_view(
         from refmount.decode.reader import decoded_view  # numcodecs, only for --decode
     except ImportError as error:
         raise MountError(
-            f"--decode needs numcodecs ({error}); install it with: pip install 'refmount[decode]'"
+            f"--decode needs numcodecs ({error}); install it with: {INSTALL}"
         ) from None
     return decoded_view(references, reader, cache_size)
 

@@ -50,25 +50,55 @@ COMPRESSORS = (
 )
 """Byte-to-byte codecs decoded with an output bound."""
 
-FILTERS: Mapping[str, type[Codec]] = {
-    "shuffle": numcodecs.Shuffle,
-    "delta": numcodecs.Delta,
-    "fixedscaleoffset": numcodecs.FixedScaleOffset,
-    "quantize": numcodecs.Quantize,
-    "packbits": numcodecs.PackBits,
-    "astype": numcodecs.AsType,
-    "bitround": numcodecs.BitRound,
-    "crc32": numcodecs.CRC32,
-    "adler32": numcodecs.Adler32,
-    "fletcher32": numcodecs.Fletcher32,
-    "crc32c": numcodecs.CRC32C,
+FILTER_CLASSES: Mapping[str, str] = {
+    "shuffle": "Shuffle",
+    "delta": "Delta",
+    "fixedscaleoffset": "FixedScaleOffset",
+    "quantize": "Quantize",
+    "packbits": "PackBits",
+    "astype": "AsType",
+    "bitround": "BitRound",
+    "crc32": "CRC32",
+    "adler32": "Adler32",
+    "fletcher32": "Fletcher32",
+    "crc32c": "CRC32C",
 }
-"""Numeric filters and checksums: their output is a fixed multiple of their input."""
+"""Numeric filters and checksums (by numcodecs id: numcodecs' class name): their output is a
+fixed multiple of their input."""
+
+OPTIONAL_FILTERS: Mapping[str, str] = {
+    "crc32c": "numcodecs has CRC32C only with google-crc32c installed (pip install google-crc32c)",
+}
+"""Why a filter numcodecs builds only with an optional package may be missing."""
+
+
+def available_filters(
+    module: object, classes: Mapping[str, str] = FILTER_CLASSES
+) -> tuple[dict[str, type[Codec]], dict[str, str]]:
+    """Return the filters ``module`` (numcodecs) has, and why each other one is missing.
+
+    numcodecs leaves a codec out when an optional package it needs is absent (``CRC32C``
+    without ``google-crc32c``): an array that needs it is served as stored, never a failure
+    of the whole ``--decode``.
+    """
+    present: dict[str, type[Codec]] = {}
+    missing: dict[str, str] = {}
+    for name, class_name in classes.items():
+        codec_class = getattr(module, class_name, None)
+        if codec_class is None:
+            missing[name] = OPTIONAL_FILTERS.get(name, f"numcodecs here has no {class_name}")
+        else:
+            present[name] = codec_class
+    return present, missing
+
+
+FILTERS, MISSING_FILTERS = available_filters(numcodecs)
+"""The filters this numcodecs has, and the reason each missing one is (served as stored)."""
 
 TIFF_FILTERS = ("imagecodecs_delta",)
 """imagecodecs' filters tifffile's references name: the output has the input's size."""
 
-ALLOWED = frozenset(COMPRESSORS) | frozenset(FILTERS) | frozenset(TIFF_FILTERS)
+ALLOWED = frozenset(COMPRESSORS) | frozenset(FILTER_CLASSES) | frozenset(TIFF_FILTERS)
 """Every codec ``--decode`` decodes (by its numcodecs id)."""
 
 CHECKSUMS = frozenset({"crc32", "adler32", "fletcher32", "crc32c"})
@@ -271,7 +301,7 @@ def filter_step(config: Mapping[str, Any]) -> tuple[str, Step]:
         return name, _delta_step(config)
     codec_class = FILTERS.get(name)
     if codec_class is None:
-        raise Undecodable(name, _refusal(name))
+        raise Undecodable(name, MISSING_FILTERS.get(name) or _refusal(name))
     arguments = {k: v for k, v in config.items() if k != "id"}
     try:
         codec = codec_class(**arguments)
@@ -287,7 +317,7 @@ def filter_step(config: Mapping[str, Any]) -> tuple[str, Step]:
 def compressor_step(config: Mapping[str, Any], bound: int) -> tuple[str, Step]:
     """Return the bounded decoding step of an allowed compressor (or filter in its place)."""
     name = config["id"]
-    if name in FILTERS or name in TIFF_FILTERS:
+    if name in FILTER_CLASSES or name in TIFF_FILTERS:
         return filter_step(config)
     decoder = DECOMPRESSORS.get(name)
     if decoder is None:

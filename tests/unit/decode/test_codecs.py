@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import types
 import zlib
 from typing import Any
 
@@ -10,7 +11,8 @@ import numcodecs
 import numpy as np
 import pytest
 
-from refmount.decode.codecs import v2_pipeline, v3_pipeline
+from refmount.decode import codecs
+from refmount.decode.codecs import available_filters, v2_pipeline, v3_pipeline
 from refmount.decode.decompress import DecodeFailed, Undecodable
 
 CHUNKS = (6, 10)
@@ -151,6 +153,36 @@ def test_v3_sharding_is_served_as_stored() -> None:
     }
     with pytest.raises(Undecodable, match="sharded"):
         v3_pipeline(meta)
+
+
+def test_a_filter_numcodecs_lacks_is_named_with_what_brings_it() -> None:
+    """numcodecs builds CRC32C only when google-crc32c is installed."""
+    without_crc32c = types.SimpleNamespace(Shuffle=numcodecs.Shuffle)
+    present, missing = available_filters(without_crc32c, {"shuffle": "Shuffle", "crc32c": "CRC32C"})
+    assert present == {"shuffle": numcodecs.Shuffle}
+    assert missing == {"crc32c": codecs.OPTIONAL_FILTERS["crc32c"]}
+    assert "pip install google-crc32c" in missing["crc32c"]
+
+
+def test_an_array_that_needs_a_missing_filter_is_served_as_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only the arrays that need the absent codec are affected, and the reason says why."""
+    present, missing = available_filters(types.SimpleNamespace(Shuffle=numcodecs.Shuffle))
+    monkeypatch.setattr(codecs, "FILTERS", present)
+    monkeypatch.setattr(codecs, "MISSING_FILTERS", missing)
+    meta = {
+        "node_type": "array",
+        "data_type": "int32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, "crc32c"],
+    }
+    with pytest.raises(Undecodable, match="google-crc32c") as refused:
+        v3_pipeline(meta)
+    assert refused.value.codec == "crc32c"
+    shuffled = v2_pipeline(zarray("<i4", None, [{"id": "shuffle", "elementsize": 4}]))
+    values = VALUES.astype("<i4")
+    assert shuffled.decode(encode(values, numcodecs.Shuffle(elementsize=4))) == values.tobytes()
 
 
 # A chunk that inflates past its declared size: 8 MiB of zeros in a few KiB.
