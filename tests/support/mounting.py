@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,9 +47,10 @@ class Mount:
         return self.log.read_text(errors="replace")
 
 
-def refmount_command(*args: str) -> list[str]:
-    """Return the command line that runs refmount from this environment."""
-    return [sys.executable, "-m", "refmount", *args]
+def refmount_command(*args: str, program: Sequence[str] | None = None) -> list[str]:
+    """Return the command line that runs refmount: from this environment, or ``program``
+    (another installation's ``refmount``)."""
+    return [*(program or (sys.executable, "-m", "refmount")), *args]
 
 
 def read_errno(path: Path) -> int | None:
@@ -72,14 +73,25 @@ def unmount(path: Path) -> None:
 
 
 @contextmanager
-def mounted(refs: str | Path, mountpoint: Path, *options: str) -> Iterator[Mount]:
-    """Mount ``refs`` on ``mountpoint`` in the foreground; always unmount and reap the child."""
+def mounted(
+    refs: str | Path, mountpoint: Path, *options: str, program: Sequence[str] | None = None
+) -> Iterator[Mount]:
+    """Mount ``refs`` on ``mountpoint`` in the foreground; always unmount and reap the child.
+
+    ``program`` runs another installation's ``refmount`` instead of this environment's."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     log = mountpoint.parent / f"{mountpoint.name}.log"
     with open(log, "wb") as log_file:
         process = subprocess.Popen(
             refmount_command(
-                "-f", "--log-level", "debug", *ENGINE_OPTIONS, *options, str(refs), str(mountpoint)
+                "-f",
+                "--log-level",
+                "debug",
+                *ENGINE_OPTIONS,
+                *options,
+                str(refs),
+                str(mountpoint),
+                program=program,
             ),
             stdout=log_file,
             stderr=subprocess.STDOUT,
