@@ -107,28 +107,6 @@ class RetryConfig:
         return self.timeout * (self.retries + 1) + delays
 
 
-MAX_REFS_SIZE_CEILING = 16 * GIB
-"""The default cap on a reference file never exceeds this (see ``default_max_refs_size``)."""
-
-
-def default_max_refs_size(meminfo: str = "/proc/meminfo") -> int:
-    """Return the default cap on a reference file's raw and inflated size, in bytes.
-
-    It is ``min(16 GiB, half of MemAvailable)`` as the machine reports it now; without a
-    readable ``MemAvailable`` it is 16 GiB. No honest reference set comes near it, and a
-    hostile one stops there instead of taking the machine's memory.
-    """
-    try:
-        with open(meminfo, encoding="ascii") as lines:
-            for line in lines:
-                name, _, rest = line.partition(":")
-                if name == "MemAvailable":
-                    return min(MAX_REFS_SIZE_CEILING, int(rest.split()[0]) * KIB // 2)
-    except (OSError, ValueError, IndexError):
-        pass
-    return MAX_REFS_SIZE_CEILING
-
-
 def parse_umask(text: str) -> int:
     """Parse an octal permission mask such as ``022`` or ``0o077``."""
     digits = text.strip().lower().removeprefix("0o")
@@ -188,7 +166,8 @@ class MountConfig:
     xattrs: bool = False
     nonempty: bool = False
     max_refs_size: int | None = None
-    """The cap on the reference file's raw and inflated size (None: ``default_max_refs_size``)."""
+    """The cap on the reference file's raw and inflated size (None: the default of
+    ``ops.memory.default_max_refs_size``)."""
     decode: bool = False
     base: str | None = None
     """With ``refs`` ``-`` (a JSON document on standard input, which has no directory): the

@@ -28,7 +28,9 @@ it answers the kernel's request, so the one log line of a failure names the key 
 from __future__ import annotations
 
 import errno as errno_codes
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Self
 
 
@@ -63,6 +65,25 @@ def too_large(source: str, limit: int, what: str = "is") -> ReferenceFormatError
         f"{what} more than {limit:,} bytes, the limit on a reference file "
         "(--max-refs-size, -o max_refs_size=SIZE)",
     )
+
+
+@contextmanager
+def out_of_memory_is_bad_input(source: str, headroom: Callable[[], str]) -> Iterator[None]:
+    """Turn a ``MemoryError`` while loading ``source`` into a ``ReferenceFormatError``.
+
+    The frames the error passed through are cleared first, which lets go of what they held
+    (the inflated file, half-built references), so the one line can be said and the
+    process can exit without a traceback. ``headroom`` says what limits the memory.
+    """
+    try:
+        yield
+    except MemoryError as error:
+        traceback.clear_frames(error.__traceback__)
+        problem = (
+            f"ran out of memory while loading it ({headroom()}); "
+            "--max-refs-size SIZE refuses a file larger than SIZE before that"
+        )
+        raise ReferenceFormatError(source, None, problem) from None
 
 
 class MountError(RefmountError):

@@ -18,8 +18,10 @@ from refmount.cli.options import (
     take_options,
 )
 from refmount.cli.status import EXIT_BAD_INPUT, EXIT_OK, usage_error
-from refmount.config import ReadConfig, default_max_refs_size, parse_size
+from refmount.config import ReadConfig, parse_size
+from refmount.errors import ReferenceFormatError, out_of_memory_is_bad_input
 from refmount.ops.logs import ProgressReporter, setup_logging
+from refmount.ops.memory import default_max_refs_size, describe_limit
 
 CHECK_DESCRIPTION = """\
 Validate a reference set without mounting it: load it as a mount would, but collect every
@@ -122,13 +124,20 @@ def check_main(argv: Sequence[str]) -> int:
         progress=ProgressReporter(refs, sys.stderr),
         max_size=cap,
     )
-    summary = check.check_references(
-        source,
-        options,
-        quick=args.quick,
-        scan_progress=ProgressReporter(refs, sys.stderr, unit="chunk rows", verb="scanning"),
-        decode_cache=cache_size if args.decode else None,
-    )
+    try:
+        with out_of_memory_is_bad_input(refs, describe_limit):
+            summary = check.check_references(
+                source,
+                options,
+                quick=args.quick,
+                scan_progress=ProgressReporter(
+                    refs, sys.stderr, unit="chunk rows", verb="scanning"
+                ),
+                decode_cache=cache_size if args.decode else None,
+            )
+    except ReferenceFormatError as error:
+        print(f"refmount: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.sizes and not summary.malformed:
         trio.run(check.ask_sizes, summary, Store(StorageOptions(remote_options, s3)).size)
     if args.json:

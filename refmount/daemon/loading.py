@@ -9,13 +9,14 @@ import sys
 import time
 from dataclasses import dataclass
 
-from refmount.config import STDIN_REFS, MountConfig, default_max_refs_size
-from refmount.errors import ReferenceFormatError
+from refmount.config import STDIN_REFS, MountConfig
+from refmount.errors import ReferenceFormatError, out_of_memory_is_bad_input
 from refmount.formats import LoadOptions, load
 from refmount.formats.options import Progress
 from refmount.model import Inline, ReferenceSet
 from refmount.namespace.tree import Tree
 from refmount.ops import allocator
+from refmount.ops.memory import default_max_refs_size, describe_limit
 from refmount.store.options import StorageOptions
 from refmount.store.roots import LocalRoots
 from refmount.store.sources import FsspecSource, StreamSource
@@ -57,15 +58,19 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
         progress=progress,
         max_size=cap,
     )
-    try:
-        references = load(source, options)
-    except OSError as error:
-        raise ReferenceFormatError(source.url, None, f"cannot read: {error}") from error
-    if config.shared:
-        check_local_targets(references, LocalRoots(config.local_roots))
-    tree = Tree.build(
-        references.keys(), references.grids, source=source.url, skip_invalid=config.skip_invalid
-    )
+    with out_of_memory_is_bad_input(source.url, describe_limit):
+        try:
+            references = load(source, options)
+        except OSError as error:
+            raise ReferenceFormatError(source.url, None, f"cannot read: {error}") from error
+        if config.shared:
+            check_local_targets(references, LocalRoots(config.local_roots))
+        tree = Tree.build(
+            references.keys(),
+            references.grids,
+            source=source.url,
+            skip_invalid=config.skip_invalid,
+        )
     mtime = source.mtime() or time.time()
     # Loading freed many small objects: give those pages back, and keep the long-lived rest
     # out of the cyclic collector's sight.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from refmount.config import default_max_refs_size
 from refmount.errors import OnInvalid
+from refmount.ops.memory import default_max_refs_size
 
 Progress = Callable[[int, int], None]
 """Told ``(done, total)`` keys now and then while a large reference file is read; ``total``
@@ -24,7 +24,7 @@ class LoadOptions:
     ``on_invalid`` receives each problem that ``skip_invalid`` skips, instead of a logged
     warning; ``progress`` is called every ``PROGRESS_STEP`` keys of a JSON file's ``refs``.
     ``max_size`` caps a JSON reference file's size, raw and inflated (None: the default of
-    ``config.default_max_refs_size``, taken when the file is read).
+    ``ops.memory.default_max_refs_size``, taken when the file is read).
     """
 
     target: str | None = None

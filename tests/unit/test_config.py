@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from refmount.config import GIB, KIB, MIB, default_max_refs_size, parse_duration, parse_size
+from refmount.config import GIB, KIB, MIB, parse_duration, parse_size
 
 
 @pytest.mark.parametrize(
@@ -50,15 +48,3 @@ def test_bad_duration(text: str) -> None:
 def test_the_largest_values_are_accepted() -> None:
     assert parse_size("8388607T") == 8388607 * 1024**4
     assert parse_duration("876000h") == 876000 * 3600.0
-
-
-def test_the_default_cap_on_a_reference_file_is_half_the_available_memory(
-    tmp_path: Path,
-) -> None:
-    meminfo = tmp_path / "meminfo"
-    meminfo.write_text("MemTotal:       8000000 kB\nMemAvailable:    4000000 kB\n")
-    assert default_max_refs_size(str(meminfo)) == 2000000 * KIB
-    meminfo.write_text("MemAvailable:   400000000 kB\n")
-    assert default_max_refs_size(str(meminfo)) == 16 * GIB
-    assert default_max_refs_size(str(tmp_path / "absent")) == 16 * GIB
-    assert 0 < default_max_refs_size() <= 16 * GIB
