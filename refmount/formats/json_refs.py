@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import functools
 import gc
 import json
 import logging
@@ -104,7 +106,8 @@ def load_json(source: ReferenceSource, options: LoadOptions) -> JsonReferenceSet
     """
     url = source.url
     cap = options.size_cap()
-    data = decompress(source.read(), url, cap)
+    refuse_early = functools.partial(refuse_a_malformed_start, source=url)
+    data = decompress(source.read(), url, cap, refuse_early)
     if is_parquet_data(data):
         raise ReferenceFormatError(
             url,
@@ -123,7 +126,7 @@ def load_json(source: ReferenceSource, options: LoadOptions) -> JsonReferenceSet
             if refs.freeze(
                 find_repeats=True
             ).has_repeated_keys:  # rare: read the file again, the ordinary way
-                refs, data = None, decompress(source.read(), url, cap)
+                refs, data = None, decompress(source.read(), url, cap, refuse_early)
         if refs is None:  # not streamable: load it whole, for the established answer
             text = decode_json(data, url)
             del data  # (the text and the parsed document are big enough at once)
@@ -138,7 +141,44 @@ def load_json(source: ReferenceSource, options: LoadOptions) -> JsonReferenceSet
     return references
 
 
-def decode_json(data: bytes, source: str) -> str:
+START_MARGIN = 64
+"""How far before the end of a document's start an error must be for the start to decide it:
+json's scanner looks no further ahead than this past an error, strings aside."""
+
+
+def refuse_a_malformed_start(start: bytes | bytearray, source: str) -> None:
+    """Raise the whole document's JSON error when its start already shows it.
+
+    Parsing stops at the first error, and what decides it lies at most ``START_MARGIN``
+    characters past it, unless it is an unterminated string (which a longer document may
+    end). Such an error well inside the start is the whole document's, with the message
+    ``json.loads`` gives; so an inflated file whose first megabyte is not JSON is refused
+    without inflating the rest. (Loaded whole, a document whose later bytes are not valid
+    in its encoding would be refused for those instead: either way it is malformed.)
+    """
+    decoder = codecs.getincrementaldecoder(json.detect_encoding(bytes(start[:4])))("surrogatepass")
+    try:
+        text = decoder.decode(bytes(start), False)
+    except UnicodeDecodeError as exc:
+        if exc.start + START_MARGIN < len(start):
+            raise ReferenceFormatError(
+                source, None, f"not valid UTF-8: {exc.reason} at byte {exc.start}"
+            ) from None
+        return
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.pos + START_MARGIN < len(text) and not exc.msg.startswith("Unterminated string"):
+            raise ReferenceFormatError(source, None, _syntax_problem(exc)) from None
+    except RecursionError:
+        raise ReferenceFormatError(source, None, "not valid JSON: nested too deeply") from None
+
+
+def _syntax_problem(exc: json.JSONDecodeError) -> str:
+    return f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+
+
+def decode_json(data: bytes | bytearray, source: str) -> str:
     """Return the text of a JSON document as ``json.loads`` decodes it (UTF-8, -16 or -32).
 
     Raises ``ReferenceFormatError`` for bytes that are not valid in that encoding.
@@ -155,7 +195,7 @@ def parse_json(data: bytes | str, source: str) -> object:
     try:
         return json.loads(data)
     except json.JSONDecodeError as exc:
-        problem = f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        problem = _syntax_problem(exc)
     except UnicodeDecodeError as exc:
         problem = f"not valid UTF-8: {exc.reason} at byte {exc.start}"
     except ValueError as exc:

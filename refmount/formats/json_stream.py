@@ -53,7 +53,7 @@ class _Window:
 
     __slots__ = ("_data", "_decoder", "_next", "position", "text")
 
-    def __init__(self, data: bytes, encoding: str) -> None:
+    def __init__(self, data: bytes | bytearray, encoding: str) -> None:
         self._data = data
         self._decoder = codecs.getincrementaldecoder(encoding)("surrogatepass")
         self._next = 0
@@ -194,7 +194,7 @@ class _Refs:
 
 
 def stream_document(
-    data: bytes, source: str, base_url: str, options: LoadOptions
+    data: bytes | bytearray, source: str, base_url: str, options: LoadOptions
 ) -> CompactReferences | None:
     """Return the references of a JSON reference file read as a stream, or None when the
     document must be loaded the ordinary way (see the module's docstring).

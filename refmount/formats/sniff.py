@@ -5,7 +5,7 @@ from __future__ import annotations
 import bz2
 import lzma
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from refmount.errors import ReferenceFormatError, too_large
@@ -57,7 +57,12 @@ def compression_by_name(url: str) -> str | None:
     return None
 
 
-def decompress(data: bytes, name: str, limit: int | None = None) -> bytes:
+def decompress(
+    data: bytes,
+    name: str,
+    limit: int | None = None,
+    first_look: Callable[[bytearray], None] | None = None,
+) -> bytes | bytearray:
     """Return ``data`` decompressed if it is gzip, zstd, bzip2 or xz, else unchanged.
 
     The magic bytes decide. A file whose extension names a compression but whose bytes do not
@@ -65,8 +70,33 @@ def decompress(data: bytes, name: str, limit: int | None = None) -> bytes:
     have sent it with ``Content-Encoding`` and the transport decompressed it); otherwise it is
     corrupt. Corrupt or truncated data raises ``ReferenceFormatError`` naming ``name``.
 
-    ``limit`` caps both ``data`` and what it inflates to: decompression is streamed and stops
-    one byte past the cap, so a bomb costs no more than the cap (``ReferenceFormatError``).
+    ``limit`` caps both ``data`` and what it inflates to: decompression is streamed into one
+    buffer and stops one byte past the cap, so a bomb costs the cap (plus ``data``), not
+    what it would inflate to, nor twice the cap (``ReferenceFormatError``).
+
+    ``first_look`` is shown the first ``FIRST_LOOK`` bytes inflated, once, when more are to
+    come: it may raise to stop before the rest is inflated (a bomb of bytes that are not
+    JSON stops there).
+    """
+    pieces = inflate(data, name, limit)
+    first = next(pieces, b"")
+    if first is data:  # not compressed: no copy
+        return data
+    inflated = bytearray(first)
+    for piece in pieces:
+        if first_look is not None and len(inflated) >= FIRST_LOOK:
+            first_look(inflated)
+            first_look = None
+        inflated += piece  # grows in place (realloc moves large buffers without copying)
+    return inflated
+
+
+def inflate(data: bytes, name: str, limit: int | None = None) -> Iterator[bytes]:
+    """Yield what ``data`` inflates to, a piece at a time (``data`` itself when it is not
+    compressed); see ``decompress`` for the rules and errors.
+
+    The caller may stop early: a document whose first piece is already malformed costs no
+    more than that piece.
     """
     if limit is not None and len(data) > limit:
         raise too_large(name, limit)
@@ -74,20 +104,23 @@ def decompress(data: bytes, name: str, limit: int | None = None) -> bytes:
     if compression is None:
         claimed = compression_by_name(name)
         if claimed is None or data.lstrip(b" \t\r\n\xef\xbb\xbf").startswith((b"{", b"[")):
-            return data
+            yield data
+            return
         raise ReferenceFormatError(
             name, None, f"the name says {claimed} but the data is not {claimed}-compressed"
         )
     most = _UNLIMITED if limit is None else limit + 1
+    produced = 0
     try:
-        inflated = _DECOMPRESSORS[compression](data, most)
+        for piece in _DECOMPRESSORS[compression](data, most):
+            produced += len(piece)
+            if limit is not None and produced > limit:
+                raise too_large(name, limit, f"inflates ({compression}) to")
+            yield piece
     except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as exc:
         raise ReferenceFormatError(
             name, None, f"corrupt {compression}-compressed data: {exc}"
         ) from exc
-    if limit is not None and len(inflated) > limit:
-        raise too_large(name, limit, f"inflates ({compression}) to")
-    return inflated
 
 
 def is_parquet(url: str, is_directory: bool) -> bool:
@@ -103,7 +136,7 @@ def is_parquet(url: str, is_directory: bool) -> bool:
     return name.endswith(_PARQUET_SUFFIXES) and ".json" not in url.lower()
 
 
-def is_parquet_data(data: bytes) -> bool:
+def is_parquet_data(data: bytes | bytearray) -> bool:
     """Return True when ``data`` is a Parquet file (its first four bytes are ``PAR1``)."""
     return data.startswith(_PARQUET_MAGIC)
 
@@ -115,6 +148,9 @@ def _is_zstd_skippable(data: bytes) -> bool:
 
 _UNLIMITED = 1 << 62
 """An output cap that is no cap."""
+
+FIRST_LOOK = 1 << 20
+"""How much of an inflated file ``decompress`` shows ``first_look`` before inflating more."""
 
 _PIECE = 1 << 20
 """How many bytes a streamed decompressor is asked for at once."""
@@ -139,13 +175,14 @@ class _Inflater(Protocol):
     def decompress(self, data: bytes, max_length: int = -1, /) -> bytes: ...
 
 
-def _inflate_members(data: bytes, most: int, new: Callable[[], _Inflater], more: str) -> bytes:
+def _inflate_members(
+    data: bytes, most: int, new: Callable[[], _Inflater], more: str
+) -> Iterator[bytes]:
     """Inflate every member (stream) in ``data``, one after the other, up to ``most`` bytes.
 
     ``more`` is how a next member starts; anything else after a member is refused. Output
     past ``most`` is not produced: the caller sees ``most`` bytes and knows the cap was hit.
     """
-    pieces: list[bytes] = []
     produced = 0
     rest = data
     while rest and produced < most:
@@ -154,7 +191,8 @@ def _inflate_members(data: bytes, most: int, new: Callable[[], _Inflater], more:
         while produced < most:
             piece = inflater.decompress(pending, min(_PIECE, most - produced))
             pending = b""
-            pieces.append(piece)
+            if piece:
+                yield piece
             produced += len(piece)
             if inflater.eof:
                 break
@@ -165,7 +203,6 @@ def _inflate_members(data: bytes, most: int, new: Callable[[], _Inflater], more:
         rest = inflater.unused_data
         if rest and not rest.startswith(more.encode("latin-1")):
             raise ValueError("trailing data after the compressed stream")
-    return b"".join(pieces)
 
 
 class _ZlibInflater:
@@ -195,19 +232,19 @@ class _ZlibInflater:
         return piece
 
 
-def _gunzip(data: bytes, most: int) -> bytes:
+def _gunzip(data: bytes, most: int) -> Iterator[bytes]:
     return _inflate_members(data, most, _ZlibInflater, "\x1f\x8b")
 
 
-def _bunzip2(data: bytes, most: int) -> bytes:
+def _bunzip2(data: bytes, most: int) -> Iterator[bytes]:
     return _inflate_members(data, most, bz2.BZ2Decompressor, "BZh")
 
 
-def _unxz(data: bytes, most: int) -> bytes:
+def _unxz(data: bytes, most: int) -> Iterator[bytes]:
     return _inflate_members(data, most, lzma.LZMADecompressor, "\xfd7zXZ\x00")
 
 
-def _unzstd(data: bytes, most: int) -> bytes:
+def _unzstd(data: bytes, most: int) -> Iterator[bytes]:
     """Decompress every zstd frame in ``data`` (sizes recorded or not), up to ``most`` bytes.
 
     The input is fed a little at a time so that no single call can inflate past the cap by
@@ -215,7 +252,6 @@ def _unzstd(data: bytes, most: int) -> bytes:
     """
     import zstandard
 
-    pieces: list[bytes] = []
     produced = 0
     view = memoryview(data)
     position = 0
@@ -228,7 +264,8 @@ def _unzstd(data: bytes, most: int) -> bytes:
             piece = decompressor.decompress(feed)
         except zstandard.ZstdError as exc:
             raise ValueError(str(exc)) from exc
-        pieces.append(piece)
+        if piece:
+            yield piece
         produced += len(piece)
         if decompressor.eof:  # the next frame, if any, starts in what was not used
             unused = decompressor.unused_data
@@ -239,10 +276,9 @@ def _unzstd(data: bytes, most: int) -> bytes:
             started = True
     if produced < most and started:
         raise EOFError("compressed data ended before the end of the frame")
-    return b"".join(pieces)
 
 
-_DECOMPRESSORS: dict[str, Callable[[bytes, int], bytes]] = {
+_DECOMPRESSORS: dict[str, Callable[[bytes, int], Iterator[bytes]]] = {
     "gzip": _gunzip,
     "zstd": _unzstd,
     "bzip2": _bunzip2,

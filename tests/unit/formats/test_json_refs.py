@@ -18,7 +18,12 @@ import pytest
 import zstandard
 
 from refmount.errors import ReferenceFormatError
-from refmount.formats.json_refs import JsonReferenceSet, load_json, parse_json
+from refmount.formats.json_refs import (
+    JsonReferenceSet,
+    load_json,
+    parse_json,
+    refuse_a_malformed_start,
+)
 from refmount.formats.options import LoadOptions
 from refmount.model import Inline, Range, ReferenceSet, Whole
 from tests.fakes import LocalSource
@@ -319,3 +324,37 @@ def test_skip_invalid_does_not_forgive_bad_json(tmp_path: Path) -> None:
     path = tmp_path / "refs.json"
     path.write_text('{"a": ')
     failure(path, skip_invalid=True)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        b"\0" * 4096,
+        b'{"refs": {"a": tru, "b": "' + b"x" * 4096,
+        b'{"refs": {"a": "\\q' + b"x" * 4096,
+        b"[" * 100_000,
+    ],
+)
+def test_a_start_that_is_already_malformed_gives_the_whole_documents_error(
+    document: bytes,
+) -> None:
+    whole = document + (b"\0" * 10_000 if document[0] == 0 else b"y" * 10_000 + b'"}}')
+    text = whole.decode(json.detect_encoding(whole), "surrogatepass")
+    with pytest.raises(ReferenceFormatError) as from_whole:
+        parse_json(text, "refs.json.gz")
+    with pytest.raises(ReferenceFormatError) as from_start:
+        refuse_a_malformed_start(document, "refs.json.gz")
+    assert str(from_start.value) == str(from_whole.value)
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        b'{"refs": {"a": "' + b"x" * 4096,  # an unterminated string: may end later
+        b'{"refs": {"a": ["f", 1, 2], "b": 12',  # cut in a number
+        b'{"refs": {"a": "b"}, "x": tr',  # cut in a literal
+        '{"k": "\u00e9'.encode()[:-1],  # cut in a character
+    ],
+)
+def test_a_start_cut_short_is_left_to_the_whole_document(start: bytes) -> None:
+    refuse_a_malformed_start(start, "refs.json.gz")

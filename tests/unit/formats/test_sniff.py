@@ -13,10 +13,12 @@ import zstandard
 
 from refmount.errors import ReferenceFormatError
 from refmount.formats.sniff import (
+    FIRST_LOOK,
     compression_by_magic,
     compression_by_name,
     decompress,
     file_name,
+    inflate,
     is_parquet,
     is_parquet_data,
 )
@@ -223,3 +225,31 @@ def test_truncated_data_is_still_refused_under_a_cap(compression: str) -> None:
     packed = COMPRESSORS[compression](PAYLOAD)
     with pytest.raises(ReferenceFormatError, match="corrupt"):
         decompress(packed[:-5], "refs.json", CAP)
+
+
+def test_inflating_yields_pieces_and_plain_data_as_it_is() -> None:
+    big = PAYLOAD * 2000
+    pieces = list(inflate(gzip.compress(big), "refs.json.gz"))
+    assert len(pieces) > 1
+    assert b"".join(pieces) == big
+    assert next(inflate(big, "refs.json")) is big
+    assert decompress(big, "refs.json") is big  # not copied
+
+
+def test_the_first_look_sees_the_start_once_and_may_stop_the_rest() -> None:
+    seen: list[int] = []
+    big = PAYLOAD * (3 * FIRST_LOOK // len(PAYLOAD))
+    assert (
+        decompress(gzip.compress(big), "refs.json.gz", None, lambda b: seen.append(len(b))) == big
+    )
+    assert len(seen) == 1
+    assert FIRST_LOOK <= seen[0] < len(big)
+
+    def refuse(start: bytearray) -> None:
+        raise ReferenceFormatError("refs.json.gz", None, "stop")
+
+    with pytest.raises(ReferenceFormatError, match="stop"):
+        decompress(gzip.compress(big), "refs.json.gz", None, refuse)
+    small: list[int] = []
+    decompress(gzip.compress(PAYLOAD), "refs.json.gz", None, lambda b: small.append(len(b)))
+    assert small == []  # nothing more to come: the whole document is parsed as usual
