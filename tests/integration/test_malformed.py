@@ -10,7 +10,6 @@ import logging
 import lzma
 import os
 import subprocess
-import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ import pytest
 import zstandard
 
 from refmount import cli, daemon
+from tests.support.bounded import Bounded, run_bounded
 from tests.support.datasets import zarray as uncompressed_zarray
 from tests.support.mounting import (
     Mount,
@@ -668,60 +668,11 @@ def test_bad_record_file_is_eio_for_its_chunk_and_the_rest_serves(
 
 # ----------------------------------------------------------------------------- hostile input
 
-ADDRESS_SPACE = 1 << 30
-"""The address space of a child fed hostile input: unbounded memory fails under it."""
-
 PEAK_KIB = 200 * 1024
 """The most RSS a child may reach on hostile input (an idle load takes about 40 MiB)."""
 
 BOMB = 256 << 20
 """What each bomb inflates to: far past the caps the tests set."""
-
-
-@dataclass
-class Bounded:
-    status: int
-    stdout: str
-    stderr: str
-    peak_kib: int
-
-
-REAPER = """\
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execvp(sys.argv[2], sys.argv[2:])
-_, status, usage = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as peak:
-    peak.write(str(usage.ru_maxrss))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
-"""Runs a command and writes its peak RSS (KiB) to a file. A child started straight from the
-test process would report the test process's peak as its own (the kernel keeps the high-water
-mark of the memory it was forked or vforked from); this small process forks it afresh."""
-
-
-def run_bounded(directory: Path, *args: str) -> Bounded:
-    """Run ``refmount ARGS`` under ``prlimit --as``; return its status, output and peak RSS."""
-    peak = directory / "peak.txt"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            REAPER,
-            str(peak),
-            "prlimit",
-            f"--as={ADDRESS_SPACE}",
-            "--",
-            *refmount_command(*args),
-        ],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,  # proves "does not hang", nothing finer
-        check=False,
-    )
-    return Bounded(result.returncode, result.stdout, result.stderr, int(peak.read_text()))
 
 
 def assert_refused(outcome: Bounded, refs: Path, problem: str, key: str | None = None) -> None:
