@@ -1,4 +1,5 @@
-"""Run the soak (scripts/soak.py) for a short while: many readers, injected faults, leak checks."""
+"""Run the soak (``python -m soak``, as ``scripts/soak`` does) for a short while: many readers,
+injected faults, leak checks."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def test_soak_passes_every_check(tmp_path: Path, fetcher: str) -> None:
     log = tmp_path / "refmount.log"
     command = [
         sys.executable,
-        str(ROOT / "scripts" / "soak.py"),
+        "-m",
+        "soak",
         "--seconds",
         f"{SECONDS:g}",
         "--json",
