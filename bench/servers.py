@@ -1,5 +1,6 @@
 """The servers the remote sections read from, on 127.0.0.1 only: nginx for HTTP, s3rver (or moto
-when it is not installed) for S3, and the environment that gives S3 clients dummy credentials."""
+when it is not installed) for S3, the generated files served by each, and the environment that
+gives S3 clients dummy credentials."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import fsspec
 
 from bench.common import BENCH, log
 from bench.datasets import DataSet
@@ -110,6 +113,22 @@ def s3_server(workdir: Path) -> Iterator[Server]:
         yield Server(f"http://127.0.0.1:{port}", "s3rver", lambda: [process.pid], directory)
     finally:
         stop_process(process)
+
+
+def s3_upload(server: Server, data: DataSet) -> dict[str, str]:
+    """Upload the generated target files to ``server``'s bucket "bench"; return the URL of
+    each ("big", "many")."""
+    fs = fsspec.filesystem("s3", skip_instance_cache=True, **s3_options(server))
+    files = {"big": data.big_file, "many": data.many_file}
+    for path in files.values():
+        fs.put_file(str(path), f"bench/{path.name}")
+    return {name: f"s3://bench/{path.name}" for name, path in files.items()}
+
+
+def s3_options(server: Server) -> dict[str, str]:
+    """The s3fs options that reach ``server``: its endpoint, and the key and secret it accepts."""
+    key = s3_key(server)
+    return {"endpoint_url": server.url, "key": key, "secret": key}
 
 
 def s3_environment(key: str) -> dict[str, str]:

@@ -6,10 +6,12 @@ namespace's names (while built and once numbered) and the keys of a JSON set are
 
 ``PackedBuilder`` appends strings already encoded; ``PackedStrings`` is the table once
 complete: its length, string ``i`` (``utf8(i)`` encoded, ``table[i]`` decoded), iteration,
-runs of strings, and binary searches over a sorted range. UTF-8 bytes sort like the code
-points they encode, so a table sorted as bytes is sorted as text too, and searches compare
-bytes, decoding nothing. Strings decode with ``surrogatepass``, so that a key holding a lone
-surrogate (valid JSON, not valid UTF-8) comes back as it went in.
+runs of strings, and binary searches over a sorted range; the builder reads its strings
+the same way, through one base (``_Packed``: length, ``utf8``, iteration, runs and
+``bisect_left``). UTF-8 bytes sort like the code points they encode, so a table sorted as
+bytes is sorted as text too, and searches compare bytes, decoding nothing. Strings decode
+with ``surrogatepass``, so that a key holding a lone surrogate (valid JSON, not valid UTF-8)
+comes back as it went in.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import itertools
 import operator
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Generic, TypeVar
 
 _ERRORS = "surrogatepass"
 
 Order = Sequence[int] | None
 """A permutation that sorts a table (position ``p`` is string ``order[p]``), or None when the
 table is sorted as stored."""
+
+_Blob = TypeVar("_Blob", bound=bytes | bytearray)
 
 
 def _slices(blob: bytes, ends: array[int], start: int, stop: int) -> list[bytes]:
@@ -47,32 +52,17 @@ def _run(blob: bytes | bytearray, ends: array[int], start: int, stop: int) -> li
     return _slices(data, shifted, 0, stop - start)
 
 
-class PackedStrings:
-    """A complete table: string ``i`` is ``blob[ends[i - 1]:ends[i]]`` (from 0 for ``i == 0``).
+class _Packed(Generic[_Blob]):
+    """Strings in a blob and their ends, read: what a table and a builder share.
 
-    A table made from a ``bytearray`` keeps it as it is (no copy while the bytes it came from
-    may still be alive), and it must not change; ``compact`` makes it ``bytes`` later, when
-    the copy costs less memory.
+    String ``i`` is ``blob[ends[i - 1]:ends[i]]`` (from 0 for ``i == 0``).
     """
 
     __slots__ = ("_blob", "_ends")
 
-    def __init__(self, blob: bytes | bytearray = b"", ends: array[int] | None = None) -> None:
+    def __init__(self, blob: _Blob, ends: array[int]) -> None:
         self._blob = blob
-        self._ends = array("q") if ends is None else ends
-
-    @classmethod
-    def of(cls, strings: Iterable[str]) -> PackedStrings:
-        """Return the table of ``strings``, encoded."""
-        builder = PackedBuilder()
-        for string in strings:
-            builder.append(string.encode("utf-8", _ERRORS))
-        return builder.freeze()
-
-    def compact(self) -> None:
-        """Hold the strings as ``bytes``, which slice a little faster than a ``bytearray``."""
-        if isinstance(self._blob, bytearray):
-            self._blob = bytes(self._blob)
+        self._ends = ends
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -82,11 +72,6 @@ class PackedStrings:
         ends = self._ends
         found = self._blob[ends[index - 1] if index > 0 else 0 : ends[index]]
         return found if type(found) is bytes else bytes(found)
-
-    def __getitem__(self, index: int) -> str:
-        ends = self._ends
-        start = ends[index - 1] if index > 0 else 0
-        return self._blob[start : ends[index]].decode("utf-8", _ERRORS)
 
     def __iter__(self) -> Iterator[str]:
         blob = self._blob
@@ -117,6 +102,38 @@ class PackedStrings:
             else:
                 top = middle
         return low
+
+
+class PackedStrings(_Packed[bytes | bytearray]):
+    """A complete table.
+
+    A table made from a ``bytearray`` keeps it as it is (no copy while the bytes it came from
+    may still be alive), and it must not change; ``compact`` makes it ``bytes`` later, when
+    the copy costs less memory.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, blob: bytes | bytearray = b"", ends: array[int] | None = None) -> None:
+        super().__init__(blob, array("q") if ends is None else ends)
+
+    @classmethod
+    def of(cls, strings: Iterable[str]) -> PackedStrings:
+        """Return the table of ``strings``, encoded."""
+        builder = PackedBuilder()
+        for string in strings:
+            builder.append(string.encode("utf-8", _ERRORS))
+        return builder.freeze()
+
+    def compact(self) -> None:
+        """Hold the strings as ``bytes``, which slice a little faster than a ``bytearray``."""
+        if isinstance(self._blob, bytearray):
+            self._blob = bytes(self._blob)
+
+    def __getitem__(self, index: int) -> str:
+        ends = self._ends
+        start = ends[index - 1] if index > 0 else 0
+        return self._blob[start : ends[index]].decode("utf-8", _ERRORS)
 
     def bisect_right(self, wanted: bytes, low: int = 0, high: int | None = None) -> int:
         """Return where the strings after ``wanted`` start in the sorted range ``[low, high)``."""
@@ -153,35 +170,22 @@ class PackedStrings:
 
     def find(self, wanted: bytes, low: int = 0, high: int | None = None) -> int | None:
         """Return the index of ``wanted`` in the sorted range ``[low, high)``, or None."""
-        blob, ends = self._blob, self._ends
-        stop = len(ends) if high is None else high
-        top = stop
-        while low < top:
-            middle = (low + top) // 2
-            if blob[ends[middle - 1] if middle > 0 else 0 : ends[middle]] < wanted:
-                low = middle + 1
-            else:
-                top = middle
-        if low < stop and blob[ends[low - 1] if low > 0 else 0 : ends[low]] == wanted:
-            return low
-        return None
+        stop = len(self._ends) if high is None else high
+        position = self.bisect_left(wanted, low, stop)
+        return position if position < stop and self.utf8(position) == wanted else None
 
 
-class PackedBuilder:
+class PackedBuilder(_Packed[bytearray]):
     """A table being filled: encoded strings appended to a ``bytearray``, their ends to an array.
 
     ``freeze`` hands the strings over as a ``PackedStrings`` (copied to ``bytes``) and leaves
     the builder empty; ``table`` shares them without a copy.
     """
 
-    __slots__ = ("_blob", "_ends")
+    __slots__ = ()
 
     def __init__(self) -> None:
-        self._blob = bytearray()
-        self._ends = array("q")
-
-    def __len__(self) -> int:
-        return len(self._ends)
+        super().__init__(bytearray(), array("q"))
 
     def append(self, string: bytes) -> None:
         """Append one encoded string."""
@@ -227,27 +231,6 @@ class PackedBuilder:
         self._blob[base : ends[stop - 1]] = b"".join(strings)
         lengths = itertools.accumulate(map(len, strings))
         ends[start:stop] = array("q", map(operator.add, lengths, itertools.repeat(base)))
-
-    def utf8(self, index: int) -> bytes:
-        """Return string ``index``, encoded."""
-        ends = self._ends
-        return bytes(self._blob[ends[index - 1] if index > 0 else 0 : ends[index]])
-
-    def utf8_run(self, start: int, stop: int) -> list[bytes]:
-        """Return strings ``[start, stop)``, encoded."""
-        return _run(self._blob, self._ends, start, stop)
-
-    def __iter__(self) -> Iterator[str]:
-        blob = self._blob
-        start = 0
-        for end in self._ends:
-            yield blob[start:end].decode("utf-8", _ERRORS)
-            start = end
-
-    def bisect_left(self, wanted: bytes, low: int = 0, high: int | None = None) -> int:
-        """Return how many strings of the sorted range ``[low, high)`` sort before ``wanted``."""
-        end = len(self._ends) if high is None else high
-        return bisect.bisect_left(range(end), wanted, low, end, key=self.utf8)
 
     def table(self) -> PackedStrings:
         """Return the strings as a table sharing this builder's memory: append nothing more."""

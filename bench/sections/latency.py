@@ -29,8 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import fsspec
-
 from bench.common import log
 from bench.goals import Check, Row
 from bench.section import Context, Section
@@ -46,7 +44,16 @@ from bench.sections.latency_readers import (
     write_set,
     zarr_read,
 )
-from bench.servers import Server, environment, nginx_serving, s3_environment, s3_key, s3_server
+from bench.servers import (
+    Server,
+    environment,
+    nginx_serving,
+    s3_environment,
+    s3_key,
+    s3_options,
+    s3_server,
+    s3_upload,
+)
 from bench.tools import Tool
 from tests.support.delay_proxy import DelayProxy
 
@@ -250,14 +257,9 @@ def run(context: Context) -> LatencyFigures:
             context, "http", server, Endpoint("http", urls), env
         )
     with s3_server(workdir) as server:
-        key = s3_key(server)
-        env = s3_environment(key)
-        options = {"endpoint_url": server.url, "key": key, "secret": env["AWS_SECRET_ACCESS_KEY"]}
-        fs = fsspec.filesystem("s3", skip_instance_cache=True, **options)
-        for path in (data.big_file, data.many_file):
-            fs.put_file(str(path), f"bench/{path.name}")
-        urls = {"big": "s3://bench/big.bin", "many": "s3://bench/many.bin"}
-        direct = Endpoint("s3", urls, ("-o", f"s3_endpoint_url={server.url}"), options)
+        env = s3_environment(s3_key(server))
+        urls = s3_upload(server, data)
+        direct = Endpoint("s3", urls, ("-o", f"s3_endpoint_url={server.url}"), s3_options(server))
         result.servers["s3"] = server.name
         with environment(env):
             result.targets["s3"] = measure_target(context, "s3", server, direct, env)

@@ -9,15 +9,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import fsspec
-
 from bench.common import log
 from bench.datasets import DataSet
 from bench.figures import ReadFigures, median_of_rounds
 from bench.raw import HttpRaw, LocalRaw, S3Raw
 from bench.section import Context
 from bench.sections.read_tools import Round
-from bench.servers import environment, nginx_serving, s3_environment, s3_key, s3_server
+from bench.servers import (
+    environment,
+    nginx_serving,
+    s3_environment,
+    s3_key,
+    s3_options,
+    s3_server,
+    s3_upload,
+)
 from bench.system import CpuMeter, CpuShare, Residency, resident
 from bench.tools import Target, Tool
 
@@ -110,15 +116,11 @@ def run_s3(context: Context) -> ReadResult:
     """The S3 section: the generated files uploaded to s3rver (or moto)."""
     data = context.data
     with s3_server(context.workdir) as server:
-        key = s3_key(server)
-        env = s3_environment(key)
-        options = {"endpoint_url": server.url, "key": key, "secret": env["AWS_SECRET_ACCESS_KEY"]}
-        fs = fsspec.filesystem("s3", skip_instance_cache=True, **options)
+        env = s3_environment(s3_key(server))
+        options = s3_options(server)
         started = time.perf_counter()
-        for path in (data.big_file, data.many_file):
-            fs.put_file(str(path), f"bench/{path.name}")
+        urls = s3_upload(server, data)
         upload_s = time.perf_counter() - started
-        urls = {"big": "s3://bench/big.bin", "many": "s3://bench/many.bin"}
         refs = data.write_refs("refs-s3", urls["big"], urls["many"])
         refmount_options = ["-o", f"s3_endpoint_url={server.url}"]
         raw = S3Raw(urls, options)

@@ -26,8 +26,12 @@ from refmount.read.path import NeighbourPrefetch
 
 log = logging.getLogger(__name__)
 
-STREAMS = 256
-"""How many large references the block prefetcher follows at once (least recently read go)."""
+TARGETS = 256
+"""How many target URLs prefetch keeps state for (the least recently used go, state and all)."""
+
+STREAMS = 16
+"""How many large references of one target the block prefetcher follows at once (the least
+recently read go)."""
 
 REFILL = 4
 """A neighbour window is refilled once a quarter of it (bytes or references) went to the reader."""
@@ -40,8 +44,9 @@ Fetch = Callable[[str, int, int], Awaitable[Data]]
 
 
 class Prefetcher:
-    """Starts background fetches for one reader: owns the nursery they run in, the streams
-    of block reads it follows, and its counters.
+    """Starts background fetches for one reader: owns the nursery they run in, what it keeps
+    of each target (the streams of block reads it follows, its windows' caps), and its
+    counters.
 
     ``fetch`` reads a range as the reader does (cache, single-flight, retries, failures not
     handed to waiters); ``request`` fetches one range with retries and nothing else (the
@@ -62,9 +67,7 @@ class Prefetcher:
         self._fetch = fetch
         self._request = request
         self._nursery: trio.Nursery | None = None
-        self._streams: LRU[str, _Stream] = LRU(STREAMS)
-        self._late: LRU[str, bool] = LRU(STREAMS)
-        self._neighbour_caps: LRU[str, int] = LRU(STREAMS)
+        self._targets: LRU[str, _Target] = LRU(TARGETS)
         self.prefetches = 0
         """How many prefetch requests were started."""
         self.bytes_prefetched = 0
@@ -76,18 +79,27 @@ class Prefetcher:
         """Note that a read of ``url`` waited for a fetch under way: the next window of that
         object may grow further (a slow server needs more in flight to stay ahead)."""
         self.waits += 1
-        self._late.put(url, True)
+        self._target(url).late = True
 
-    def _cap(self, url: str, cap: int, first: int, window: int) -> int:
-        """Return how far a window over ``url`` may grow, ``cap`` so far (``first`` at first).
+    def _target(self, url: str) -> _Target:
+        """Return what is kept of ``url`` (new when nothing is), now the most recently used."""
+        target = self._targets.get(url)
+        if target is None:
+            target = _Target(LRU(STREAMS))
+            self._targets.put(url, target)
+        return target
 
-        When a read of ``url`` waited since the last call while the window (``window``) had
+    def _cap(self, target: _Target, cap: int, first: int, window: int) -> int:
+        """Return how far a window over ``target`` may grow, ``cap`` so far (``first`` at first).
+
+        When a read of the target waited since the last call while the window (``window``) had
         reached ``cap``, twice as far, up to ``late_growth`` times ``first``. A window that
         still waits for its server at full size must reach further ahead to hide the time
         each request takes; waits while it grows are its ramp, and one that keeps ahead needs
         no more memory than it has.
         """
-        if self._late.pop(url) and window >= cap:
+        late, target.late = target.late, False
+        if late and window >= cap:
             return min(cap * 2, first * max(1, self._config.late_growth))
         return cap
 
@@ -139,9 +151,12 @@ class Prefetcher:
             return
         block = self._config.block_size
         last = (end - 1) // block
-        stream = self._streams.pop(key) or _Stream(0, -1, 0, self._config.prefetch_blocks)
-        self._streams.put(key, stream)
-        stream.cap = self._cap(url, stream.cap, self._config.prefetch_blocks, stream.window)
+        target = self._target(url)
+        stream = target.streams.get(key)
+        if stream is None:
+            stream = _Stream(0, -1, 0, self._config.prefetch_blocks)
+            target.streams.put(key, stream)
+        stream.cap = self._cap(target, stream.cap, self._config.prefetch_blocks, stream.window)
         expected = stream.next
         sequential = (stream.block < 0 and offset == 0) or (
             stream.block >= 0 and expected - SEEK_BACK <= offset <= expected + block
@@ -266,10 +281,10 @@ class Prefetcher:
 
     def _neighbour_cap(self, url: str, scale: int) -> int:
         """Return how far neighbour windows over ``url`` may grow (``_cap``), in scale units."""
+        target = self._target(url)
         first = max(1, self._config.neighbour_growth)
-        cap = self._cap(url, self._neighbour_caps.get(url) or first, first, scale)
-        self._neighbour_caps.put(url, cap)
-        return cap
+        target.neighbour_cap = self._cap(target, target.neighbour_cap or first, first, scale)
+        return target.neighbour_cap
 
     async def _coalesced(
         self, url: str, claimed: list[tuple[tuple[str, int, int], Flight[Data]]]
@@ -327,6 +342,19 @@ class _Keep:
 
     bytes: int
     count: int
+
+
+@dataclass(slots=True)
+class _Target:
+    """What prefetch keeps of one target URL, kept and evicted as a whole: the block streams of
+    its large references being read (by file key: one object may hold several), whether a
+    read of it waited for a fetch under way since a window over it last asked (``late``), and
+    how far neighbour windows over it may grow (``neighbour_cap``, in scale units; 0 until a
+    run was sent)."""
+
+    streams: LRU[str, _Stream]
+    late: bool = False
+    neighbour_cap: int = 0
 
 
 @dataclass(slots=True)

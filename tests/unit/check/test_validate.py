@@ -15,7 +15,7 @@ from refmount.check import Summary, ask_sizes, check_references, format_summary
 from refmount.errors import TargetReadError
 from refmount.formats.options import LoadOptions
 from tests.fakes import LocalSource
-from tests.unit.formats.test_parquet import write_parquet_set
+from tests.unit.formats.parquet.writers import write_parquet_set
 
 ZARRAY = {"shape": [4, 6], "chunks": [2, 3], "dtype": "<f4", "zarr_format": 2}
 ZARR_JSON = {

@@ -816,7 +816,7 @@ def sparse_parquet(tmp_path: Path, chunks: dict[str, dict[int, list[object]]]) -
     from refmount.formats.options import LoadOptions
     from refmount.formats.parquet import load_parquet
     from tests.fakes import LocalSource
-    from tests.unit.formats.test_parquet import write_parquet_set, zarray
+    from tests.unit.formats.parquet.writers import write_parquet_set, zarray
 
     root = tmp_path / "sparse.parq"
     metadata = {

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import functools
 
+import pytest
 import trio
 import trio.testing
 
 from refmount.config import ReadConfig, RetryConfig
 from refmount.model import Range
+from refmount.read import prefetch
 from refmount.read.path import NeighbourPrefetch
 from refmount.read.reader import Reader
 from tests.fakes import MemoryTarget
@@ -74,6 +76,19 @@ async def test_a_full_block_window_that_reads_still_wait_for_grows_further() -> 
         # the window was full (1 block) and a read still waited: it may reach 2 blocks ahead
         assert blocks_requested(target) == expected
         assert reader.statistics().prefetch_waits == 1
+
+
+async def test_large_references_in_one_object_keep_windows_of_their_own() -> None:
+    reader, target = big_reader(prefetch_blocks=8)
+    halves = {"a": Range("mem://big", 0, 16 * 1024), "b": Range("mem://big", 16 * 1024, 16 * 1024)}
+    async with reader.running():
+        for number in range(3):
+            for key, reference in halves.items():  # the two files' reads interleave
+                await reader.read(key, reference, number * 1024, 1024)
+                await trio.testing.wait_all_tasks_blocked()
+    # each file's window grows on its own (1, 2, then 4 blocks) instead of the other file's
+    # reads resetting it
+    assert blocks_requested(target) == [*range(7), *range(16, 23)]
 
 
 async def test_random_block_reads_prefetch_nothing() -> None:
@@ -221,3 +236,28 @@ async def test_entries_of_one_coalesced_request_share_its_memory(target: MemoryT
         assert await reader.read("k", Range("mem://obj", 2050, 950), 0, 4096) == DATA[2050:3000]
         assert reader.statistics().bytes_cached == 0
         assert target.ranges == [("mem://obj", 0, 3000)]
+
+
+@pytest.mark.parametrize(("evicted", "scale"), [(False, 2), (True, 1)])
+async def test_what_is_kept_of_an_object_goes_as_a_whole(
+    monkeypatch: pytest.MonkeyPatch, evicted: bool, scale: int
+) -> None:
+    monkeypatch.setattr(prefetch, "TARGETS", 1)
+    target = MemoryTarget(objects={"mem://obj": DATA, "mem://other": DATA})
+    reader = reader_for(
+        target, neighbour_bytes=400, neighbour_part_bytes=400, neighbour_growth=1, late_growth=4
+    )
+    spans = [(start, start + 100) for start in range(100, 2000, 100)]
+    async with reader.running(), trio.open_nursery() as nursery:
+        target.gate = gate = trio.Event()
+        for _ in range(2):  # the second read waits for the first one's fetch: obj is late
+            nursery.start_soon(reader.read, "k", Range("mem://obj", 0, 100), 0, 100)
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+        target.gate = None
+        await trio.testing.wait_all_tasks_blocked()
+        assert reader.statistics().prefetch_waits == 1
+        if evicted:  # a run over another object takes the one place: obj's lateness goes too
+            assert reader.prefetch_neighbours("mem://other", spans).requested == 400
+        # a window over obj that reads waited for may reach further, unless that was forgotten
+        assert reader.prefetch_neighbours("mem://obj", spans).scale == scale
