@@ -7,7 +7,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from soak.units import parse_duration, parse_size
+from refmount.config import parse_duration, parse_size
 
 TARGETS = ("http", "s3")
 """The kinds of target the soak can read from."""
@@ -133,4 +133,7 @@ def parse(argv: list[str] | None = None) -> Settings:
         command.error("--fault-share must be between 0 and 1")
     if args.seconds <= 0 or args.threads <= 0:
         command.error("--seconds and --threads must be positive")
-    return Settings(**{**vars(args), "targets": targets})
+    try:
+        return Settings(**{**vars(args), "targets": targets})
+    except ValueError as error:  # a size or duration the soak cannot read
+        command.error(str(error))

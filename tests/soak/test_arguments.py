@@ -57,6 +57,11 @@ def test_wrong_options_end_with_status_2_and_say_why(
     assert message in capsys.readouterr().err
 
 
-def test_a_size_the_soak_cannot_read_is_refused_before_anything_starts():
-    with pytest.raises(ValueError, match="could not convert"):
-        parse(["--rss-slack", "plenty"])
+@pytest.mark.parametrize("option", ["--rss-slack", "--cache-size", "--timeout"])
+def test_a_size_or_duration_the_soak_cannot_read_is_refused_before_anything_starts(
+    option: str, capsys: pytest.CaptureFixture[str]
+):
+    with pytest.raises(SystemExit) as exit_:
+        parse([option, "plenty"])
+    assert exit_.value.code == 2
+    assert "'plenty'" in capsys.readouterr().err
