@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from refmount.config import GIB, KIB, MIB, default_max_refs_size, parse_duration, parse_size
+from refmount.config import (
+    GIB,
+    KIB,
+    MIB,
+    RepositoryVersion,
+    default_max_refs_size,
+    parse_duration,
+    parse_size,
+)
 
 
 @pytest.mark.parametrize(
@@ -62,3 +70,13 @@ def test_the_default_cap_on_a_reference_file_is_half_the_available_memory(
     assert default_max_refs_size(str(meminfo)) == 16 * GIB
     assert default_max_refs_size(str(tmp_path / "absent")) == 16 * GIB
     assert 0 < default_max_refs_size() <= 16 * GIB
+
+
+def test_a_repository_version_is_at_most_one_of_branch_tag_and_snapshot() -> None:
+    assert RepositoryVersion().describe() == "branch main"
+    assert not RepositoryVersion().given
+    assert RepositoryVersion(branch="dev").describe() == "branch dev"
+    assert RepositoryVersion(tag="v1").describe() == "tag v1"
+    assert RepositoryVersion(snapshot="ABC").given
+    with pytest.raises(ValueError, match="not --branch and --snapshot"):
+        RepositoryVersion(branch="dev", snapshot="ABC")
