@@ -65,7 +65,7 @@ def build_repository(base: Path) -> BuiltRepository:
 
     rng = np.random.default_rng(26)
     data_dir, other_dir = base / "data", base / "other"
-    data_dir.mkdir()
+    data_dir.mkdir(parents=True)
     other_dir.mkdir()
     virtual = np.arange(4 * VIRTUAL_CHUNK, dtype="<i4")
     data = data_dir / "virtual.bin"
