@@ -122,10 +122,46 @@ SHARING_FUSE_OPTIONS = frozenset({"allow_other", "allow_root"})
 STDIN_REFS = "-"
 """REFS that means: read one JSON reference document from standard input."""
 
+FORMATS = ("auto", "kerchunk", "icechunk")
+"""``--format``: ``auto`` recognises an Icechunk repository by its layout and takes anything
+else for a kerchunk reference set; the other two force one or the other."""
+
+REPOSITORY_ALL_CONTAINERS = "all"
+"""``--authorize-container all``: every virtual chunk container the repository declares."""
+
 FETCHERS = ("auto", "fsspec")
 """``--fetcher``: ``auto`` reads S3, HTTP(S), GCS and Azure through obstore where the URL's
 options map onto it and everything else through fsspec; ``fsspec`` reads everything through
 fsspec."""
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryVersion:
+    """Which snapshot of an Icechunk repository a mount serves: the tip of ``branch``, the
+    snapshot ``tag`` names, or ``snapshot`` itself; at most one is given (none: ``main``)."""
+
+    branch: str | None = None
+    tag: str | None = None
+    snapshot: str | None = None
+
+    def __post_init__(self) -> None:
+        given = [name for name in ("branch", "tag", "snapshot") if getattr(self, name)]
+        if len(given) > 1:
+            flags = " and ".join(f"--{name}" for name in given)
+            raise ValueError(f"give at most one of --branch, --tag and --snapshot, not {flags}")
+
+    @property
+    def given(self) -> bool:
+        """Return True when a branch, tag or snapshot was asked for."""
+        return bool(self.branch or self.tag or self.snapshot)
+
+    def describe(self) -> str:
+        """Return what was asked for, as a user would say it (``branch main``)."""
+        if self.tag:
+            return f"tag {self.tag}"
+        if self.snapshot:
+            return f"snapshot {self.snapshot}"
+        return f"branch {self.branch or 'main'}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +209,13 @@ class MountConfig:
     """With ``refs`` ``-`` (a JSON document on standard input, which has no directory): the
     directory or URL that relative target paths are resolved against; None refuses them."""
     fetcher: str = "auto"
+    format: str = "auto"
+    """One of ``FORMATS``: what REFS is."""
+    version: RepositoryVersion = field(default_factory=lambda: RepositoryVersion())
+    """Which snapshot of an Icechunk repository to mount."""
+    authorize_containers: tuple[str, ...] = ()
+    """The URL prefixes of the repository's virtual chunk containers that may be read
+    (``REPOSITORY_ALL_CONTAINERS``: every one it declares)."""
 
     @property
     def shared(self) -> bool:

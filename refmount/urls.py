@@ -70,3 +70,21 @@ def resolve(url: str, base: str, remote_protocol: str | None = None) -> str:
         joined = posixpath.normpath(posixpath.join("/" + base_path, url)).lstrip("/")
         return prefix + joined
     return posixpath.normpath(posixpath.join(base, url))
+
+
+ICECHUNK_CHUNK_PREFIX = "icechunk://"
+"""The URLs of chunks a mounted Icechunk repository holds (native or virtual): the store reads
+them through the repository's own session, which checks each virtual chunk's checksum."""
+
+
+def icechunk_chunk_url(snapshot: str, key: str) -> str:
+    """Return the URL of chunk ``key`` (``temp/c/0/1``) of snapshot ``snapshot``."""
+    return f"{ICECHUNK_CHUNK_PREFIX}{snapshot}/{key}"
+
+
+def icechunk_chunk_key(url: str) -> str | None:
+    """Return the chunk key of an ``icechunk_chunk_url``, or None for any other URL."""
+    if not url.startswith(ICECHUNK_CHUNK_PREFIX):
+        return None
+    _, slash, key = url[len(ICECHUNK_CHUNK_PREFIX) :].partition("/")
+    return key if slash and key else None

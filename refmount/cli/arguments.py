@@ -10,6 +10,7 @@ from refmount.release import __version__
 
 USAGE = """\
 refmount [options] REFS MOUNTPOINT
+       refmount [options] [--branch NAME | --tag NAME | --snapshot ID] REPO MOUNTPOINT
        refmount check [options] REFS
        refmount stats [--format {text,json,prometheus}] MOUNTPOINT"""
 
@@ -20,6 +21,12 @@ REFS is a reference file or directory: JSON version 0 or 1 (optionally gzip/zstd
 compressed) or a Parquet reference directory, local or at any fsspec URL (s3://, https://,
 simplecache::...). Every key becomes a file; '/' in keys makes directories; reads become
 byte-range reads of the targets.
+
+REPO is an Icechunk repository (a local directory, recognised by its layout, or with
+--format icechunk an s3:// or gs:// URL), mounted at one snapshot: the tip of --branch
+(default main), --tag or --snapshot, resolved once at mount time. Its zarr.json files and
+every chunk written are files; chunks are read through Icechunk, which checks each virtual
+chunk against its commit. Needs: pip install 'refmount[icechunk]' (Python 3.12 or later).
 
 subcommands (only as the first argument):
   check REFS     validate a reference set without mounting it and summarise it
@@ -38,7 +45,8 @@ given the same way, which is what /etc/fstab needs:
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
   uid=N  gid=N  umask=MASK  no_pin  fetcher=ENGINE  no_tune_kernel  tune_read_ahead=SIZE
-  xattr  nonempty  decode  max_refs_size=SIZE
+  xattr  nonempty  decode  max_refs_size=SIZE  format=FORMAT
+  branch=NAME  tag=NAME  snapshot=ID  authorize_container=PREFIX (repeatable)
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
 default_permissions is always on: the kernel enforces the modes (0444 files, 0555
@@ -49,6 +57,7 @@ examples:
   refmount refs.json /mnt/data
   refmount -o allow_other,cache_size=2G s3://bucket/refs.parq /mnt/data
   refmount --remote-options '{"anon": true}' https://host/refs.json.zst /mnt/data
+  refmount --tag v1 --authorize-container all /data/repo /mnt/data
   fusermount3 -u /mnt/data          # unmount
 
 MOUNTPOINT must be an empty directory (unless -o nonempty) with no FUSE filesystem
@@ -216,6 +225,25 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve arrays decoded (no compressor or filters, little-endian, C order) for "
         "readers that lack their codecs; off by default (the referenced bytes as stored)",
+    )
+    parser.add_argument(
+        "--format",
+        metavar="FORMAT",
+        help="auto (default): an Icechunk repository is recognised by its layout, anything "
+        "else is a kerchunk reference set; kerchunk or icechunk: say which",
+    )
+    parser.add_argument(
+        "--branch", metavar="NAME", help="Icechunk: mount the tip of this branch (default main)"
+    )
+    parser.add_argument("--tag", metavar="NAME", help="Icechunk: mount the snapshot of this tag")
+    parser.add_argument("--snapshot", metavar="ID", help="Icechunk: mount this snapshot")
+    parser.add_argument(
+        "--authorize-container",
+        metavar="PREFIX",
+        action="append",
+        help="Icechunk: let virtual chunks be read from the repository's virtual chunk "
+        "container with this URL prefix (repeatable; all: every container it declares); "
+        "a chunk of any other container fails with EACCES",
     )
     parser.add_argument("--version", action="version", version=f"refmount {__version__}")
     return parser

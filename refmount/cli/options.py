@@ -21,10 +21,12 @@ from refmount.cli.status import usage_error
 from refmount.config import (
     DAY,
     FETCHERS,
+    FORMATS,
     KIB,
     STDIN_REFS,
     MountConfig,
     ReadConfig,
+    RepositoryVersion,
     RetryConfig,
     parse_duration,
     parse_size,
@@ -108,6 +110,10 @@ _OWN_OPTIONS = frozenset(
         "nonempty",
         "max_refs_size",
         "decode",
+        "format",
+        "branch",
+        "tag",
+        "snapshot",
     }
 )
 """refmount options that ``-o name=value`` may set, named like their command-line flags."""
@@ -155,6 +161,7 @@ class OptionWords:
 
     s3: dict[str, str | bool] = field(default_factory=dict)
     local_roots: list[str] = field(default_factory=list)
+    containers: list[str] = field(default_factory=list)
     fuse: list[str] = field(default_factory=list)
 
 
@@ -162,9 +169,10 @@ def take_options(args: argparse.Namespace, names: Collection[str]) -> OptionWord
     """Apply the ``-o`` text of ``args.options`` to ``args``; return what remains of it.
 
     An option of ``names`` (named like its flag: ``cache_size`` is ``--cache-size``) sets
-    that flag unless the command line or an earlier ``-o`` did; ``local_root``, when among
-    ``names``, adds roots. The S3 shortcuts are collected, and the rest, less the options
-    mount(8) adds or meant for other programs, are FUSE options. Raises ``ValueError`` for a
+    that flag unless the command line or an earlier ``-o`` did; ``local_root`` and
+    ``authorize_container``, when among ``names``, add roots and containers. The S3
+    shortcuts are collected, and the rest, less the options mount(8) adds or meant for
+    other programs, are FUSE options. Raises ``ValueError`` for a
     switch given a value, or another option of ``names`` or shortcut given none.
     """
     words = OptionWords()
@@ -176,6 +184,8 @@ def take_options(args: argparse.Namespace, names: Collection[str]) -> OptionWord
                 _check_option_form(name, own, value if has_value else None)
             if own == "local_root" and own in names:
                 words.local_roots.extend(root for root in value.split(":") if root)
+            elif own == "authorize_container" and own in names:
+                words.containers.append(value)
             elif own in names:
                 if getattr(args, own) in (None, False):  # a command-line flag wins over -o
                     setattr(args, own, value if has_value else True)
@@ -204,7 +214,7 @@ def parse_args(argv: Sequence[str]) -> MountCommand:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        words = take_options(args, _OWN_OPTIONS | {"local_root"})
+        words = take_options(args, _OWN_OPTIONS | {"local_root", "authorize_container"})
         check_values(args, words.s3)
     except ValueError as error:
         usage_error(str(error))
@@ -247,6 +257,9 @@ def parse_args(argv: Sequence[str]) -> MountCommand:
             decode=bool(args.decode),
             base=None if args.base is None else absolute(args.base),
             fetcher=_fetcher(args.fetcher),
+            format=_format(args.format),
+            version=RepositoryVersion(args.branch, args.tag, args.snapshot),
+            authorize_containers=tuple((args.authorize_container or []) + words.containers),
         )
         tuning = kernel_tuning(args)
     except ValueError as error:
@@ -262,6 +275,14 @@ def _fetcher(name: str | None) -> str:
     return name
 
 
+def _format(name: str | None) -> str:
+    if name is None:
+        return "auto"
+    if name not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {name!r}")
+    return name
+
+
 def _check_option_form(name: str, own: str, value: str | None) -> None:
     """Raise ``ValueError`` unless a switch has no value and any other option has one."""
     if own in FLAG_OPTIONS:
@@ -274,7 +295,7 @@ def _check_option_form(name: str, own: str, value: str | None) -> None:
 def check_values(args: argparse.Namespace, shortcuts: Mapping[str, str | bool]) -> None:
     """Raise ``ValueError`` for option values that would only fail once mounted (or, for
     ``refmount check``, once loading); a flag the command lacks is not checked."""
-    for flag in ("refs", "target", "remote_protocol", "log_file", "base"):
+    for flag in ("refs", "target", "remote_protocol", "log_file", "base", "branch", "tag"):
         value = getattr(args, flag, None)
         if isinstance(value, str) and not value.strip():
             raise ValueError(f"{_flag(flag)} must not be empty")

@@ -81,6 +81,7 @@ def open_mount(config: MountConfig, loaded: Loaded) -> MountParts:
         pin=config.pin_versions,
         own_mount=str(mountpoint),
         fetcher=config.fetcher,
+        icechunk_store=loaded.chunk_store,
     )
     reader = Reader(store, config.read, config.retry)
     references: ReferenceSet = loaded.references
@@ -94,6 +95,7 @@ def open_mount(config: MountConfig, loaded: Loaded) -> MountParts:
         owner=Owner.current(config.umask, uid=config.uid, gid=config.gid),
         mtime_ns=loaded.mtime_ns,
         target_problem=None if roots is None else roots.problem,
+        about=loaded.about,
     )
     requests = InFlight()
     operations = FuseOperations(

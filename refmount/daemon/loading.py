@@ -1,5 +1,7 @@
 """Loading a reference set for a mount: its source (a file, a URL or standard input) read
-under the size cap, the set parsed, the namespace built, the loader's garbage handed back."""
+under the size cap, the set parsed, the namespace built, the loader's garbage handed back.
+An Icechunk repository (recognised by its layout, or ``--format icechunk``) is opened at one
+snapshot instead, and its chunks are read through its session (``Loaded.chunk_store``)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,13 @@ import gc
 import logging
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from refmount.config import STDIN_REFS, MountConfig
 from refmount.errors import ReferenceFormatError, out_of_memory_is_bad_input
 from refmount.formats import LoadOptions, load
+from refmount.formats.icechunk import is_repository, load_repository
 from refmount.formats.options import Progress
 from refmount.model import Inline, ReferenceSet
 from refmount.namespace.tree import Tree
@@ -25,14 +29,24 @@ log = logging.getLogger("refmount.daemon")
 """One logger for the daemon's lines, whichever module says them (``refmount.daemon:``)."""
 
 
+REPOSITORY_ONLY = "--branch, --tag, --snapshot and --authorize-container"
+"""The options that only an Icechunk repository takes."""
+
+
 @dataclass(frozen=True, slots=True)
 class Loaded:
-    """A reference set ready to be served: its source, references, tree and mtime."""
+    """A reference set ready to be served: its source, references, tree and mtime.
+
+    For an Icechunk repository, ``chunk_store`` is the read-only session's store that its
+    chunks are read through, and ``about`` says which snapshot is served (``snapshot``).
+    """
 
     source: FsspecSource | StreamSource
     references: ReferenceSet
     tree: Tree
     mtime_ns: int
+    chunk_store: object | None = None
+    about: Mapping[str, str] = field(default_factory=dict)
 
 
 def load_references(config: MountConfig, progress: Progress | None = None) -> Loaded:
@@ -51,6 +65,12 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
             source = FsspecSource(config.refs, storage, cap)
     except (OSError, ValueError, ImportError) as error:
         raise ReferenceFormatError(config.refs, None, f"cannot open: {error}") from error
+    if _is_repository(config, source):
+        return _load_repository(config, source, started)
+    if config.version.given or config.authorize_containers:
+        raise ReferenceFormatError(
+            source.url, None, f"{REPOSITORY_ONLY} apply only to an Icechunk repository"
+        )
     options = LoadOptions(
         target=config.target,
         remote_protocol=config.remote_protocol,
@@ -72,11 +92,7 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
             skip_invalid=config.skip_invalid,
         )
     mtime = source.mtime() or time.time()
-    # Loading freed many small objects: give those pages back, and keep the long-lived rest
-    # out of the cyclic collector's sight.
-    gc.collect()
-    gc.freeze()
-    allocator.trim()
+    _settle()
     log.info(
         "loaded %s: %d names, %d chunk grids in %.2f s",
         source.url,
@@ -85,6 +101,59 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
         time.monotonic() - started,
     )
     return Loaded(source, references, tree, int(mtime * 1e9))
+
+
+def _settle() -> None:
+    """Loading freed many small objects: give those pages back, and keep the long-lived
+    rest out of the cyclic collector's sight."""
+    gc.collect()
+    gc.freeze()
+    allocator.trim()
+
+
+def _is_repository(config: MountConfig, source: FsspecSource | StreamSource) -> bool:
+    """Return True when REFS is to be mounted as an Icechunk repository (``--format``)."""
+    if config.format != "auto":
+        return config.format == "icechunk"
+    try:
+        return is_repository(source)
+    except (OSError, ValueError):
+        return False
+
+
+def _load_repository(
+    config: MountConfig, source: FsspecSource | StreamSource, started: float
+) -> Loaded:
+    """Open REFS as an Icechunk repository at the snapshot asked for, and build its tree."""
+    repository = load_repository(
+        source.url, config.version, config.authorize_containers, config.s3_options
+    )
+    opened, references = repository.opened, repository.references
+    if config.shared:
+        check_local_containers(source.url, opened.authorized, LocalRoots(config.local_roots))
+    tree = Tree.build(
+        references.keys(), references.grids, source=source.url, skip_invalid=config.skip_invalid
+    )
+    _settle()
+    counts = references.count_by_kind()
+    log.info(
+        "loaded %s at %s, snapshot %s: %d nodes, %d arrays, %s chunks in %.2f s",
+        source.url,
+        config.version.describe(),
+        opened.snapshot_id,
+        tree.static_count,
+        len(references.grids),
+        ", ".join(f"{count} {kind.name.lower()}" for kind, count in counts.items()),
+        time.monotonic() - started,
+    )
+    return Loaded(
+        source,
+        references,
+        tree,
+        int(opened.written_at * 1e9),
+        chunk_store=opened.session.store,
+        about={"snapshot": opened.snapshot_id},
+    )
 
 
 def check_local_targets(references: ReferenceSet, roots: LocalRoots) -> None:
@@ -105,3 +174,14 @@ def check_local_targets(references: ReferenceSet, roots: LocalRoots) -> None:
         problem = problems[url]
         if problem is not None:
             raise ReferenceFormatError(references.source, key, f"target {url}: {problem}")
+
+
+def check_local_containers(source: str, containers: Sequence[str], roots: LocalRoots) -> None:
+    """Raise ``ReferenceFormatError`` naming the first authorized virtual chunk container
+    whose local files ``roots`` refuse (on a shared mount, as for kerchunk targets)."""
+    for prefix in containers:
+        if roots.local_path(prefix) is None:
+            continue
+        problem = roots.problem(prefix)
+        if problem is not None:
+            raise ReferenceFormatError(source, None, f"virtual chunk container {prefix}: {problem}")

@@ -8,7 +8,7 @@ import itertools
 import logging
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple
@@ -144,6 +144,9 @@ class RefFilesystem:
     ``target_problem``, when given, says why a target URL may not be read (None: it may).
     Explicit keys are checked when the set is loaded; chunks of a Parquet set are loaded
     lazily, so a chunk whose target is refused cannot be opened (``EACCES``).
+
+    ``about`` holds facts about the whole mount (an Icechunk mount's ``snapshot``): the
+    root's extended attributes ``user.refmount.<name>``, and part of the statistics.
     """
 
     def __init__(
@@ -156,8 +159,10 @@ class RefFilesystem:
         mtime_ns: int,
         statistics: Statistics | None = None,
         target_problem: Callable[[str], str | None] | None = None,
+        about: Mapping[str, str] | None = None,
     ) -> None:
         self._tree = tree
+        self._about = dict(about or {})
         self._references = references
         self._reader = reader
         self._owner = owner
@@ -300,16 +305,20 @@ class RefFilesystem:
     # ------------------------------------------------------------------ xattrs
 
     async def listxattr(self, inode: Inode) -> list[str]:
-        """Return the extended attribute names of a node (files only have them)."""
+        """Return the extended attribute names of a node (files, and the root's ``about``)."""
         self._require(inode)
+        if inode == ROOT_INODE:
+            return [XATTR_PREFIX + name for name in self._about]
         if inode in self._virtual or self._tree.is_dir(inode):
             return []
         return [XATTR_PREFIX + name for name in XATTRS]
 
     async def getxattr(self, inode: Inode, name: str) -> bytes:
-        """Return one of ``user.refmount.{kind,url,offset,length}``."""
+        """Return one of ``user.refmount.{kind,url,offset,length}``, or of the root's."""
         if name not in await self.listxattr(inode):
             raise NoAttributeError(name)
+        if inode == ROOT_INODE:
+            return self._about[name.removeprefix(XATTR_PREFIX)].encode()
         with self._serving(inode):
             reference = await self._reference(inode)
             field = name.removeprefix(XATTR_PREFIX)
@@ -331,7 +340,10 @@ class RefFilesystem:
     def snapshot(self) -> dict[str, Any]:
         """Return the mount's counters as JSON-ready values (what ``refmount stats`` shows)."""
         return self._statistics.snapshot(
-            self._reader.statistics(), open_files=len(self._open), source=self._references.source
+            self._reader.statistics(),
+            open_files=len(self._open),
+            source=self._references.source,
+            about=self._about,
         )
 
     # ------------------------------------------------------------------ misc

@@ -181,11 +181,20 @@ class Statistics:
         """Return the seconds since these statistics were created (just before mounting)."""
         return float(self._clock() - self._started)
 
-    def snapshot(self, reader: ReaderStatistics, *, open_files: int, source: str) -> dict[str, Any]:
-        """Return everything ``refmount stats`` shows, as one JSON-ready mapping."""
+    def snapshot(
+        self,
+        reader: ReaderStatistics,
+        *,
+        open_files: int,
+        source: str,
+        about: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Return everything ``refmount stats`` shows, as one JSON-ready mapping (with the
+        mount's ``about`` facts, such as an Icechunk mount's ``snapshot``)."""
         return {
             "version": SNAPSHOT_VERSION,
             "source": source,
+            **(about or {}),
             "pid": os.getpid(),
             "uptime_s": round(self.uptime(), 3),
             "open_files": open_files,
@@ -261,6 +270,8 @@ def _latency(micros: int) -> str:
 def format_snapshot(snapshot: Mapping[str, Any]) -> str:
     """Return a snapshot as the readable tables that ``refmount stats`` prints."""
     lines = [f"source          {snapshot.get('source', '?')} (pid {snapshot.get('pid', '?')})"]
+    if "snapshot" in snapshot:
+        lines.append(f"snapshot        {snapshot['snapshot']}")
     for label, field in _COUNTERS:
         value = snapshot.get(field, 0)
         if field == "uptime_s":

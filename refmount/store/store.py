@@ -22,7 +22,8 @@ Storage options (``options``) may be keyed by URL prefix (``https://host``); eac
 never reach another. With pinning on, each target's version (``pins``: ETag, else
 mtime/Last-Modified and size) is recorded by its first use and every later read is checked
 against it (``TargetChangedError``). On shared mounts, ``roots`` keeps local reads inside
-the local roots.
+the local roots. The chunks of a mounted Icechunk snapshot (``icechunk://`` URLs) are read
+through its session (``icechunk_engine``), which checks them against their commit.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, cast
 
 import trio
 
@@ -56,6 +58,9 @@ from refmount.store.pins import Pin
 from refmount.store.roots import LocalRoots
 from refmount.store.routes import Kind, Route, route_of
 from refmount.store.runner import Runner
+
+if TYPE_CHECKING:
+    from refmount.store.icechunk_engine import ChunkStore, IcechunkEngine
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +101,7 @@ class Store:
         own_mount: str | None = None,
         fetcher: str = "auto",
         obstore_engine: ObstoreEngine | None = None,
+        icechunk_store: object | None = None,
     ) -> None:
         if fetcher not in FETCHERS:
             raise ValueError(f"fetcher must be one of {', '.join(FETCHERS)}, not {fetcher!r}")
@@ -117,6 +123,11 @@ class Store:
         )
         self._local_paths: dict[str, str] = {}
         """URL → path of local files read at least once (the path ``LocalFiles`` keys)."""
+        self._icechunk: IcechunkEngine | None = None
+        if icechunk_store is not None:
+            from refmount.store.icechunk_engine import IcechunkEngine  # needs icechunk's zarr
+
+            self._icechunk = IcechunkEngine(cast("ChunkStore", icechunk_store), self._runner)
 
     def close(self) -> None:
         """Close the local files kept open (once the event loop has stopped, on its thread)."""
@@ -162,6 +173,8 @@ class Store:
 
     async def read_range(self, url: str, start: int, end: int) -> Data:
         """Return bytes ``[start, end)`` of ``url`` (fewer if the target is shorter)."""
+        if self._icechunk is not None and self._icechunk.serves(url):
+            return await self._icechunk.read(url, start, end)
         route = self._route(url)
         plan = self._obstore_plan(url)
         if plan is not None:

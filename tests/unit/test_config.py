@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from refmount.config import GIB, KIB, MIB, parse_duration, parse_size
+from refmount.config import GIB, KIB, MIB, RepositoryVersion, parse_duration, parse_size
 
 
 @pytest.mark.parametrize(
@@ -48,3 +48,13 @@ def test_bad_duration(text: str) -> None:
 def test_the_largest_values_are_accepted() -> None:
     assert parse_size("8388607T") == 8388607 * 1024**4
     assert parse_duration("876000h") == 876000 * 3600.0
+
+
+def test_a_repository_version_is_at_most_one_of_branch_tag_and_snapshot() -> None:
+    assert RepositoryVersion().describe() == "branch main"
+    assert not RepositoryVersion().given
+    assert RepositoryVersion(branch="dev").describe() == "branch dev"
+    assert RepositoryVersion(tag="v1").describe() == "tag v1"
+    assert RepositoryVersion(snapshot="ABC").given
+    with pytest.raises(ValueError, match="not --branch and --snapshot"):
+        RepositoryVersion(branch="dev", snapshot="ABC")

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from refmount.urls import directory_of, protocol_of, resolve
+from refmount.urls import (
+    directory_of,
+    icechunk_chunk_key,
+    icechunk_chunk_url,
+    protocol_of,
+    resolve,
+)
 
 
 @pytest.mark.parametrize(
@@ -104,3 +110,11 @@ def test_file_url_against_a_remote_base_stays_local() -> None:
 
 def test_query_strings_are_not_directories() -> None:
     assert directory_of("https://host/a/refs.json?sig=x/y") == "https://host/a"
+
+
+def test_icechunk_chunk_urls() -> None:
+    url = icechunk_chunk_url("M7RFRYZF9M265X5YVQKG", "obs/temp/c/0/1")
+    assert url == "icechunk://M7RFRYZF9M265X5YVQKG/obs/temp/c/0/1"
+    assert icechunk_chunk_key(url) == "obs/temp/c/0/1"
+    assert icechunk_chunk_key("icechunk://SNAPSHOT") is None
+    assert icechunk_chunk_key("s3://bucket/obs/temp/c/0/1") is None

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from refmount.cli.options import parse_args, split_options
-from refmount.config import GIB, MIB
+from refmount.config import GIB, MIB, RepositoryVersion
 from refmount.ops.kernel_tuning import KernelTuning
 
 
@@ -60,6 +60,34 @@ def test_own_options_through_o(tmp_path: Path) -> None:
     assert config.foreground
 
 
+def test_repository_options(tmp_path: Path) -> None:
+    config = parse_args(["repo", str(tmp_path)]).config
+    assert (config.format, config.version, config.authorize_containers) == (
+        "auto",
+        RepositoryVersion(),
+        (),
+    )
+    config = parse_args(
+        [
+            "--format",
+            "icechunk",
+            "--tag",
+            "v1",
+            "--authorize-container",
+            "s3://bucket/data/",
+            "-o",
+            "authorize_container=file:///data/,authorize_container=all",
+            "repo",
+            str(tmp_path),
+        ]
+    ).config
+    assert config.format == "icechunk"
+    assert config.version == RepositoryVersion(tag="v1")
+    assert config.authorize_containers == ("s3://bucket/data/", "file:///data/", "all")
+    config = parse_args(["-o", "format=kerchunk,snapshot=ABC", "repo", str(tmp_path)]).config
+    assert (config.format, config.version.snapshot) == ("kerchunk", "ABC")
+
+
 def test_command_line_flags_win_over_o(tmp_path: Path) -> None:
     config = parse_args(
         ["--cache-size", "1G", "-o", "cache_size=2G", "refs.json", str(tmp_path)]
@@ -74,6 +102,10 @@ def test_command_line_flags_win_over_o(tmp_path: Path) -> None:
         (["--remote-options", "[1]"], "must be a JSON object"),
         (["--cache-size", "lots"], "not a size"),
         (["--attr-timeout", "soon"], "not a duration"),
+        (["--format", "hdf5"], "format must be one of auto, kerchunk, icechunk"),
+        (["--branch", "dev", "--tag", "v1"], "at most one of --branch, --tag and --snapshot"),
+        (["-o", "tag=v1,snapshot=ABC"], "not --tag and --snapshot"),
+        (["--branch", " "], "--branch must not be empty"),
     ],
 )
 def test_bad_arguments_exit_2(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from refmount.config import MountConfig
+from refmount.config import MountConfig, RepositoryVersion
 from refmount.daemon import (
     check_local_targets,
     load_references,
@@ -16,6 +16,7 @@ from refmount.errors import ReferenceFormatError
 from refmount.model import Inline, Range, Whole
 from refmount.store.roots import LocalRoots
 from tests.fakes import DictReferences
+from tests.support.icechunk_repos import build_repository, requires_icechunk
 
 
 def test_local_targets_outside_the_roots_refuse_the_set(tmp_path: Path) -> None:
@@ -51,3 +52,59 @@ def test_shared_mounts_check_targets_at_load_time(tmp_path: Path) -> None:
     shared = MountConfig(refs, tmp_path, fuse_options=("allow_root",), local_roots=(str(tmp_path),))
     with pytest.raises(ReferenceFormatError, match=r"'k'.*/etc/shadow"):
         load_references(shared)
+
+
+def test_repository_options_are_refused_for_a_reference_set(tmp_path: Path) -> None:
+    (tmp_path / "refs.json").write_text(json.dumps({"k": "v"}))
+    refs = str(tmp_path / "refs.json")
+    for config in (
+        MountConfig(refs, tmp_path, version=RepositoryVersion(tag="v1")),
+        MountConfig(refs, tmp_path, authorize_containers=("all",)),
+    ):
+        with pytest.raises(ReferenceFormatError, match="apply only to an Icechunk repository"):
+            load_references(config)
+
+
+def test_a_directory_forced_to_be_kerchunk_is_not_opened_as_a_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "snapshots").mkdir(parents=True)
+    (repo / "repo").write_bytes(b"")
+    with pytest.raises(ReferenceFormatError, match=r"\.zmetadata"):
+        load_references(MountConfig(str(repo), tmp_path, format="kerchunk"))
+
+
+@requires_icechunk
+def test_a_repository_is_loaded_at_its_snapshot(tmp_path: Path) -> None:
+    built = build_repository(tmp_path)
+    for version, snapshot in (
+        (RepositoryVersion(), built.second),
+        (RepositoryVersion(tag="v1"), built.first),
+        (RepositoryVersion(branch="dev"), built.dev),
+    ):
+        loaded = load_references(MountConfig(str(built.path), tmp_path, version=version))
+        assert loaded.about == {"snapshot": snapshot}
+        assert loaded.chunk_store is not None
+        assert loaded.references.get("obs/temp/zarr.json") is not None
+        assert loaded.tree.static_count > 0
+
+
+@requires_icechunk
+def test_shared_mounts_keep_file_containers_under_the_local_roots(tmp_path: Path) -> None:
+    built = build_repository(tmp_path)
+    shared = MountConfig(
+        str(built.path),
+        tmp_path,
+        fuse_options=("allow_other",),
+        local_roots=(str(built.data.parent),),
+        authorize_containers=("all",),
+    )
+    with pytest.raises(ReferenceFormatError, match=f"container {built.other_container}: "):
+        load_references(shared)
+    fine = MountConfig(
+        str(built.path),
+        tmp_path,
+        fuse_options=("allow_other",),
+        local_roots=(str(built.data.parent),),
+        authorize_containers=(built.container,),
+    )
+    assert load_references(fine).about["snapshot"] == built.second

@@ -199,6 +199,20 @@ async def test_extended_attributes(simple: RefFilesystem) -> None:
     assert caught.value.errno == errno.ENODATA
 
 
+async def test_the_mounts_facts_are_the_roots_extended_attributes() -> None:
+    refs = DictReferences(explicit={"text": Inline(b"x")})
+    wired = wire(refs, about={"snapshot": "ABC123"})
+    assert await wired.fs.listxattr(ROOT_INODE) == ["user.refmount.snapshot"]
+    assert await wired.fs.getxattr(ROOT_INODE, "user.refmount.snapshot") == b"ABC123"
+    assert wired.fs.snapshot()["snapshot"] == "ABC123"
+    plain = make_fs(refs)[0]
+    assert await plain.listxattr(ROOT_INODE) == []
+    assert "snapshot" not in plain.snapshot()
+    with pytest.raises(FilesystemError) as caught:
+        await plain.getxattr(ROOT_INODE, "user.refmount.snapshot")
+    assert caught.value.errno == errno.ENODATA
+
+
 def grid_fs(loaded: bool = True) -> tuple[RefFilesystem, DictReferences]:
     grid = ChunkGrid("x", (2, 3), ".")
     present: dict[int, Reference] = {

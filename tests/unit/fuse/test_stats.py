@@ -156,6 +156,15 @@ def test_table_of_an_empty_snapshot() -> None:
     assert "reads           7" in text
 
 
+def test_an_icechunk_mounts_snapshot_is_shown() -> None:
+    snapshot = Statistics().snapshot(
+        READER, open_files=0, source="repo", about={"snapshot": "M7RFRYZF9M265X5YVQKG"}
+    )
+    assert snapshot["snapshot"] == "M7RFRYZF9M265X5YVQKG"
+    lines = format_snapshot(snapshot).splitlines()
+    assert lines[1] == "snapshot        M7RFRYZF9M265X5YVQKG"
+
+
 def test_human_units() -> None:
     assert human_bytes(999) == "999 B"
     assert human_bytes(1536) == "1.5 KiB"
