@@ -66,7 +66,8 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
     except (OSError, ValueError, ImportError) as error:
         raise ReferenceFormatError(config.refs, None, f"cannot open: {error}") from error
     if _is_repository(config, source):
-        return _load_repository(config, source, started)
+        with out_of_memory_is_bad_input(source.url, describe_limit):
+            return _load_repository(config, source, started)
     if config.version.given or config.authorize_containers:
         raise ReferenceFormatError(
             source.url, None, f"{REPOSITORY_ONLY} apply only to an Icechunk repository"
