@@ -21,19 +21,33 @@ import numpy as np
 import pytest
 import zarr
 
+from tests.support.icechunk_repos import build_repository, requires_icechunk
 from tests.support.mounting import is_mounted, mounted, requires_fuse, unmount
-from tests.support.venvs import ROOT, Installation, build_wheel, install
+from tests.support.venvs import OLDEST, ROOT, Installation, build_wheel, install, python_at_least
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow, requires_fuse]
 
 EXAMPLE = ROOT / "examples" / "air"
 REFS = EXAMPLE / "refs.json"
 
-EXTRAS = ("", "decode", "dask")
+EXTRAS = ("", "decode", "dask", "icechunk")
 """Every optional extra, and none (``""``)."""
 
-OWN_MODULES = {"decode": "numcodecs", "dask": "distributed"}
+OWN_MODULES = {"decode": "numcodecs", "dask": "distributed", "icechunk": "icechunk"}
 """A module each extra brings that nothing else installs."""
+
+NEWEST_ONLY = {"icechunk": (3, 12)}
+"""Extras that need a newer Python than refmount: tried with the newest Python found."""
+
+
+def interpreter(extra: str) -> str:
+    """The oldest supported Python for an extra (3.11 must keep working), or the newest for
+    one that needs more; skips when there is none."""
+    minimum = NEWEST_ONLY.get(extra)
+    python = python_at_least(minimum or OLDEST, oldest=minimum is None)
+    if python is None:
+        pytest.skip(f"the {extra} extra needs Python {minimum}, and none is installed")
+    return python
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +59,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Insta
     def installation(extra: str) -> Installation:
         if extra not in made:
             venv = tmp_path_factory.mktemp(f"venv-{extra or 'none'}") / "venv"
-            made[extra] = install(wheel, venv, extra)
+            made[extra] = install(wheel, venv, extra, interpreter(extra))
         return made[extra]
 
     return installation
@@ -163,3 +177,37 @@ def test_the_dask_plugin_mounts_with_only_its_extra(
         unmount(mountpoint)
     assert result.returncode == 0, result.stderr[-4000:]
     assert bytes.fromhex(result.stdout) == oracle()["air/0.0.0"]
+
+
+@requires_icechunk
+def test_a_repository_mounts_with_only_the_icechunk_extra(
+    installed: Callable[[str], Installation], tmp_path: Path
+) -> None:
+    """The repository is built here; the mount is the icechunk-only installation's."""
+    installation = installed("icechunk")
+    built = build_repository(tmp_path / "repo")
+    options = ("--authorize-container", "all")
+    with mounted(built.path, tmp_path / "mnt", *options, program=[str(installation.refmount)]) as m:
+        for path, expected in built.arrays[built.second].items():
+            values = zarr.open_array(str(m.path / path), mode="r", zarr_format=3)[...]
+            np.testing.assert_array_equal(values, expected, err_msg=path)
+
+
+def test_a_repository_is_refused_without_the_icechunk_extra(
+    installed: Callable[[str], Installation], tmp_path: Path
+) -> None:
+    installation = installed("")
+    repository = tmp_path / "repo"
+    (repository / "snapshots").mkdir(parents=True)
+    (repository / "repo").write_bytes(b"")
+    (tmp_path / "mnt").mkdir()
+    result = subprocess.run(
+        [installation.refmount, repository, tmp_path / "mnt"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "pip install 'refmount[icechunk]'" in result.stderr

@@ -8,6 +8,7 @@ is built from the checkout and installed with pip into a new venv of its own.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -55,6 +56,37 @@ def build_wheel(directory: Path) -> Path:
 def base_python() -> str:
     """Return the interpreter this environment was made from (not the venv's own)."""
     return getattr(sys, "_base_executable", None) or sys.executable
+
+
+OLDEST = (3, 11)
+"""The oldest Python refmount supports (``requires-python``)."""
+
+
+def version_of(python: str) -> tuple[int, int] | None:
+    """Return ``python``'s version, or None when it does not run (a pyenv shim of a version
+    that is not selected fails, for one)."""
+    result = subprocess.run(
+        [python, "-c", "import sys, venv; print(*sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        return None
+    major, minor = result.stdout.split()
+    return int(major), int(minor)
+
+
+def python_at_least(minimum: tuple[int, int], oldest: bool = False) -> str | None:
+    """Return an interpreter of at least ``minimum`` (the oldest such one with ``oldest``,
+    else the newest): this environment's own, or ``python3.X`` on ``PATH``; None if none."""
+    names = [f"python3.{minor}" for minor in range(minimum[1], 20)]
+    found = [(version_of(name), name) for name in names if shutil.which(name)]
+    found.append((version_of(base_python()), base_python()))
+    usable = sorted((v, name) for v, name in found if v is not None and v >= minimum)
+    if not usable:
+        return None
+    return usable[0][1] if oldest else usable[-1][1]
 
 
 def install(wheel: Path, venv: Path, extra: str, python: str | None = None) -> Installation:
