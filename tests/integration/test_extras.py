@@ -118,14 +118,17 @@ def test_decode_works_exactly_where_its_packages_are_installed(
     assert can_decode == (extra in ("decode", "icechunk"))
     if not can_decode:
         mountpoint.mkdir()
-        result = subprocess.run(
-            [installation.refmount, "--decode", REFS, mountpoint],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert not is_mounted(mountpoint)
+        try:
+            result = subprocess.run(
+                [installation.refmount, "--decode", REFS, mountpoint],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert not is_mounted(mountpoint)
+        finally:
+            unmount(mountpoint)  # (only if it mounted after all)
         assert result.returncode == 2
         assert result.stderr == (
             "refmount: error: --decode needs numcodecs, which is not installed: "
@@ -205,13 +208,16 @@ def test_a_repository_is_refused_without_the_icechunk_extra(
     (repository / "snapshots").mkdir(parents=True)
     (repository / "repo").write_bytes(b"")
     (tmp_path / "mnt").mkdir()
-    result = subprocess.run(
-        [installation.refmount, repository, tmp_path / "mnt"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    try:
+        result = subprocess.run(
+            [installation.refmount, repository, tmp_path / "mnt"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        unmount(tmp_path / "mnt")  # (only if it mounted after all)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "pip install 'refmount[icechunk]'" in result.stderr
