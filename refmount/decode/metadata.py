@@ -1,48 +1,24 @@
 """Metadata as a decoded mount serves it: strict UTF-8 JSON, arrays without codecs.
 
-Strict JSON has no ``NaN`` or ``Infinity`` literals: they become the strings ``"NaN"``,
-``"Infinity"`` and ``"-Infinity"`` (what the zarr v2 and v3 specs write for a
-``fill_value``, and what attributes get too). Non-ASCII characters are written as UTF-8, not
-``\\uXXXX`` escapes; control characters stay escaped, as JSON requires.
+The strict JSON helpers (no ``NaN`` literals, UTF-8) are ``formats.zarr_json``'s, which the
+zarr v2 view shares without numpy.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from refmount.formats.zarr_json import ZATTRS, ZGROUP, ZMETADATA, dumps, parse, strict
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY
 
-ZMETADATA = ".zmetadata"
-"""The name of zarr v2 consolidated metadata (also the head of a Parquet set)."""
+__all__ = ["ZMETADATA", "dumps", "parse", "strict"]  # (shared with the zarr v2 view)
 
-JSON_NAMES = frozenset({ZARRAY, ".zattrs", ".zgroup", ZMETADATA, ZARR_JSON})
+JSON_NAMES = frozenset({ZARRAY, ZATTRS, ZGROUP, ZMETADATA, ZARR_JSON})
 """The names of the JSON documents a decoded mount rewrites."""
-
-
-def strict(value: Any) -> Any:
-    """Return ``value`` with every non-finite float replaced by its spec string."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {key: strict(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [strict(item) for item in value]
-    return value
-
-
-def dumps(document: Any) -> bytes:
-    """Return ``document`` as strict UTF-8 JSON."""
-    return json.dumps(strict(document), ensure_ascii=False, allow_nan=False).encode("utf-8")
-
-
-def parse(data: bytes | str) -> Any:
-    """Parse a JSON document as stored (``NaN`` literals accepted); ``ValueError`` if not JSON."""
-    return json.loads(data)
 
 
 def little_endian(dtype: str) -> str:
