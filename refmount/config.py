@@ -216,6 +216,8 @@ class MountConfig:
     authorize_containers: tuple[str, ...] = ()
     """The URL prefixes of the repository's virtual chunk containers that may be read
     (``REPOSITORY_ALL_CONTAINERS``: every one it declares)."""
+    zarr_format: int | None = None
+    """2: serve zarr v3 nodes as zarr v2 (``refmount.zarr2``); None or 3: as stored."""
 
     @property
     def shared(self) -> bool:

@@ -27,6 +27,13 @@ def format_summary(summary: Summary) -> str:
             f"  {path or '(root)'}  {codec}: {reason}"
             for path, codec, reason in summary.served_as_stored
         )
+    if summary.served_as_v3 is not None:
+        count = len(summary.served_as_v3)
+        lines.append(f"{'--zarr-format 2':<12}{count:,} arrays served as stored (zarr v3)")
+        lines.extend(
+            f"  {path or '(root)'}  {codec}: {reason}"
+            for path, codec, reason in summary.served_as_v3
+        )
     if summary.problems:
         lines.append(f"{'problems':<12}{len(summary.problems):,}")
         lines.extend(f"  {problem}" for problem in summary.problems)

@@ -101,6 +101,9 @@ class Summary:
     malformed: bool = False
     served_as_stored: list[tuple[str, str, str]] | None = None
     """With ``--decode``: the arrays a decoded mount serves as stored (path, codec, reason)."""
+    served_as_v3: list[tuple[str, str, str]] | None = None
+    """With ``--zarr-format 2``: the v3 arrays the v2 view serves as stored (path, what stands
+    in the way, reason)."""
 
     @property
     def ok(self) -> bool:
@@ -180,6 +183,16 @@ class Summary:
                     "served_as_stored": [
                         {"array": path, "codec": codec, "reason": reason}
                         for path, codec, reason in self.served_as_stored
+                    ]
+                }
+            ),
+            **(
+                {}
+                if self.served_as_v3 is None
+                else {
+                    "served_as_v3": [
+                        {"array": path, "codec": codec, "reason": reason}
+                        for path, codec, reason in self.served_as_v3
                     ]
                 }
             ),

@@ -17,6 +17,8 @@ from refmount.formats.parquet import COLUMN_SETS, ParquetReferenceSet
 from refmount.formats.sniff import is_parquet
 from refmount.model import Inline, Reference, ReferenceSet, ReferenceSource
 from refmount.namespace.tree import Tree
+from refmount.zarr2.view import Zarr2References
+from refmount.zarr2.view import plan as zarr2_plan
 
 METADATA_NAMES = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"})
 """Names of zarr metadata documents: keys with these names are never chunks."""
@@ -38,6 +40,7 @@ def check_references(
     quick: bool = False,
     scan_progress: Progress | None = None,
     decode_cache: int | None = None,
+    zarr_format: int | None = None,
 ) -> Summary:
     """Load ``source`` the way a mount does, collecting every problem instead of stopping.
 
@@ -47,7 +50,8 @@ def check_references(
     is told ``(rows scanned, rows)`` after each record file (targets are sized afterwards,
     on request: ``ask_sizes``). A set that cannot be loaded at all is ``malformed``. With
     ``decode_cache`` (the cache size of a ``--decode`` mount), the arrays such a mount would
-    serve as stored are listed.
+    serve as stored are listed. With ``zarr_format`` 2, the v3 arrays a ``--zarr-format 2``
+    mount would serve as stored are listed (and ``--decode`` looks at the v2 view).
     """
     parquet = is_parquet(source.url, source.is_directory())
     summary = Summary(source.url, "parquet" if parquet else "json")
@@ -75,6 +79,10 @@ def check_references(
         on_invalid=invalid,
     )
     _count(references, summary, scan_progress, scan=not quick)
+    if zarr_format == 2:
+        view = zarr2_plan(references)
+        summary.served_as_v3 = [(a.path, a.codec, a.reason) for a in view.stored]
+        references = Zarr2References(references, view)
     if decode_cache is not None:
         from refmount.decode.view import plan  # numcodecs, only when asked
 

@@ -45,7 +45,7 @@ given the same way, which is what /etc/fstab needs:
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
   uid=N  gid=N  umask=MASK  no_pin  fetcher=ENGINE  no_tune_kernel  tune_read_ahead=SIZE
-  xattr  nonempty  decode  max_refs_size=SIZE  format=FORMAT
+  xattr  nonempty  decode  zarr_format=N  max_refs_size=SIZE  format=FORMAT
   branch=NAME  tag=NAME  snapshot=ID  authorize_container=PREFIX (repeatable)
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
@@ -225,6 +225,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve arrays decoded (no compressor or filters, little-endian, C order) for "
         "readers that lack their codecs; off by default (the referenced bytes as stored)",
+    )
+    parser.add_argument(
+        "--zarr-format",
+        metavar="{2,3}",
+        help="2: serve zarr v3 groups and arrays as zarr v2 (.zgroup, .zarray, .zattrs, "
+        "chunks named I.J, codecs mapped) for readers of v2 only, such as GDAL 3.6 and "
+        "netCDF-C 4.9; an array with no v2 form is served as stored, with a warning; with "
+        "--decode, arrays are also decoded. 3 or absent: as stored",
     )
     parser.add_argument(
         "--format",

@@ -16,6 +16,7 @@ from refmount.cli.options import (
     max_refs_size,
     s3_options,
     take_options,
+    zarr_format,
 )
 from refmount.cli.status import EXIT_BAD_INPUT, EXIT_OK, usage_error
 from refmount.config import ReadConfig, parse_size
@@ -32,7 +33,8 @@ arrays (shape, chunks, dtype), targets and the bytes referenced.
 CHECK_EPILOG = """\
 -o accepts the mount's options; those that concern reading REFS and its targets apply
 (remote_protocol, remote_options, target_options, target, s3_endpoint_url, s3_region,
-s3_anon, s3_requester_pays), and decode and cache_size; the others are ignored.
+s3_anon, s3_requester_pays), and decode, cache_size and zarr_format; the others are
+ignored.
 
 exit status: 0 no problems, 2 the set is malformed or has problems (or bad arguments).
 """
@@ -46,6 +48,7 @@ _CHECK_OPTIONS = frozenset(
         "max_refs_size",
         "decode",
         "cache_size",
+        "zarr_format",
     }
 )
 """The mount's ``-o`` options that ``refmount check`` applies (besides the S3 shortcuts)."""
@@ -86,6 +89,12 @@ def build_check_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cache-size", metavar="SIZE", help="as for mounting (--decode: its quarter rule)"
     )
+    parser.add_argument(
+        "--zarr-format",
+        metavar="{2,3}",
+        help="2: list the v3 arrays a --zarr-format 2 mount would serve as stored (v3), and "
+        "why (sharded arrays among them)",
+    )
     return parser
 
 
@@ -100,6 +109,7 @@ def check_main(argv: Sequence[str]) -> int:
         remote_options = json_object("--remote-options", args.remote_options)
         cap = max_refs_size(args.max_refs_size) or default_max_refs_size()
         cache_size = parse_size(args.cache_size) if args.cache_size else ReadConfig().cache_size
+        view_format = zarr_format(args.zarr_format)
     except ValueError as error:
         usage_error(str(error))
     setup_logging("warning", journald="JOURNAL_STREAM" in os.environ)
@@ -134,6 +144,7 @@ def check_main(argv: Sequence[str]) -> int:
                     refs, sys.stderr, unit="chunk rows", verb="scanning"
                 ),
                 decode_cache=cache_size if args.decode else None,
+                zarr_format=view_format,
             )
     except ReferenceFormatError as error:
         print(f"refmount: error: {error}", file=sys.stderr)

@@ -110,6 +110,7 @@ _OWN_OPTIONS = frozenset(
         "nonempty",
         "max_refs_size",
         "decode",
+        "zarr_format",
         "format",
         "branch",
         "tag",
@@ -260,6 +261,7 @@ def parse_args(argv: Sequence[str]) -> MountCommand:
             format=_format(args.format),
             version=RepositoryVersion(args.branch, args.tag, args.snapshot),
             authorize_containers=tuple((args.authorize_container or []) + words.containers),
+            zarr_format=zarr_format(args.zarr_format),
         )
         tuning = kernel_tuning(args)
     except ValueError as error:
@@ -273,6 +275,15 @@ def _fetcher(name: str | None) -> str:
     if name not in FETCHERS:
         raise ValueError(f"fetcher must be one of {', '.join(FETCHERS)}, not {name!r}")
     return name
+
+
+def zarr_format(value: str | None) -> int | None:
+    """Return the ``--zarr-format`` asked for (None: as stored); ``ValueError`` unless 2 or 3."""
+    if value is None:
+        return None
+    if value.strip() not in ("2", "3"):
+        raise ValueError(f"--zarr-format must be 2 or 3, not {value!r}")
+    return int(value)
 
 
 def _format(name: str | None) -> str:

@@ -24,6 +24,7 @@ from refmount.ops.memory import default_max_refs_size, describe_limit
 from refmount.store.options import StorageOptions
 from refmount.store.roots import LocalRoots
 from refmount.store.sources import FsspecSource, StreamSource
+from refmount.zarr2.view import zarr2_view
 
 log = logging.getLogger("refmount.daemon")
 """One logger for the daemon's lines, whichever module says them (``refmount.daemon:``)."""
@@ -86,6 +87,7 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
             raise ReferenceFormatError(source.url, None, f"cannot read: {error}") from error
         if config.shared:
             check_local_targets(references, LocalRoots(config.local_roots))
+        references = as_format(references, config.zarr_format)
         tree = Tree.build(
             references.keys(),
             references.grids,
@@ -102,6 +104,14 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
         time.monotonic() - started,
     )
     return Loaded(source, references, tree, int(mtime * 1e9))
+
+
+def as_format(references: ReferenceSet, zarr_format: int | None) -> ReferenceSet:
+    """Return the references as ``--zarr-format`` asks: the v2 view of their v3 nodes for
+    2 (before the tree is built, since names change), as stored otherwise."""
+    if zarr_format != 2:
+        return references
+    return zarr2_view(references)
 
 
 def _settle() -> None:
@@ -132,8 +142,9 @@ def _load_repository(
     opened, references = repository.opened, repository.references
     if config.shared:
         check_local_containers(source.url, opened.authorized, LocalRoots(config.local_roots))
+    served = as_format(references, config.zarr_format)
     tree = Tree.build(
-        references.keys(), references.grids, source=source.url, skip_invalid=config.skip_invalid
+        served.keys(), served.grids, source=source.url, skip_invalid=config.skip_invalid
     )
     _settle()
     counts = references.count_by_kind()
@@ -149,7 +160,7 @@ def _load_repository(
     )
     return Loaded(
         source,
-        references,
+        served,
         tree,
         int(opened.written_at * 1e9),
         chunk_store=opened.session.store,
