@@ -49,8 +49,34 @@ const TYPED = {
   float32: Float32Array, float64: Float64Array,
 };
 const result = await zarr.get(array);
+
+// zarrita hands back an F-order array (zarr v2 "order": "F") as it is stored, with its
+// strides: copy it into C order, which is what the checksum and the values are taken in.
+function cOrder(chunk) {
+  const { data, shape, stride } = chunk;
+  let expected = 1;
+  const contiguous = shape.map((_, i) => shape.length - 1 - i).every((axis) => {
+    const ok = shape[axis] <= 1 || stride[axis] === expected;
+    expected *= shape[axis];
+    return ok;
+  });
+  if (contiguous) return data;
+  const out = new data.constructor(data.length);
+  const index = new Array(shape.length).fill(0);
+  for (let n = 0; n < out.length; n++) {
+    let at = 0;
+    for (let axis = 0; axis < shape.length; axis++) at += index[axis] * stride[axis];
+    out[n] = data[at];
+    for (let axis = shape.length - 1; axis >= 0; axis--) {
+      if (++index[axis] < shape[axis]) break;
+      index[axis] = 0;
+    }
+  }
+  return out;
+}
+
 // A 0-d array comes back as a bare scalar: wrap it so that it hashes like any other array.
-const data = array.shape.length === 0 ? TYPED[array.dtype].of(result) : result.data;
+const data = array.shape.length === 0 ? TYPED[array.dtype].of(result) : cOrder(result);
 const output = {
   zarrita: zarritaVersion(),
   shape: array.shape,
