@@ -52,6 +52,13 @@ def test_keywords_become_the_argv_the_command_parses(tmp_path: Path) -> None:
     assert set(config.fuse_options) == {"allow_root", "auto_unmount"}
 
 
+def test_zarr_format_is_a_keyword() -> None:
+    argv = build_argv("refs.json", "/mnt", {"zarr_format": 2, "decode": True})
+    assert argv[:3] == ["--zarr-format", "2", "--decode"]
+    config = parse_args(argv).config
+    assert (config.zarr_format, config.decode) == (2, True)
+
+
 def test_refs_that_look_like_options_or_subcommands_stay_refs() -> None:
     for refs in ("-", "check", "--version"):
         argv = build_argv(refs, "/mnt", {})

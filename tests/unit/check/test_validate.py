@@ -341,3 +341,39 @@ def test_decode_lists_the_arrays_served_as_stored(tmp_path: Path) -> None:
         "served_as_stored"
         not in check(write_json(tmp_path, {"version": 1, "refs": refs})).to_json()
     )
+
+
+def test_zarr_format_2_lists_the_v3_arrays_served_as_stored(tmp_path: Path) -> None:
+    def v3(codecs: list[dict[str, Any]]) -> str:
+        return json.dumps(
+            {
+                "zarr_format": 3,
+                "node_type": "array",
+                "shape": [4],
+                "data_type": "int32",
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+                "chunk_key_encoding": {"name": "default"},
+                "fill_value": 0,
+                "codecs": codecs,
+            }
+        )
+
+    little = {"name": "bytes", "configuration": {"endian": "little"}}
+    sharded = {"name": "sharding_indexed", "configuration": {"chunk_shape": [1]}}
+    refs = {
+        "zarr.json": '{"zarr_format": 3, "node_type": "group"}',
+        "ok/zarr.json": v3([little]),
+        "sharded/zarr.json": v3([sharded]),
+    }
+    source = write_json(tmp_path, {"version": 1, "refs": refs})
+    summary = check(source, zarr_format=2, decode_cache=1 << 20)
+    assert summary.served_as_v3 is not None
+    assert [(path, codec) for path, codec, _ in summary.served_as_v3] == [
+        ("sharded", "sharding_indexed")
+    ]
+    assert summary.ok
+    assert "sharded  sharding_indexed: a shard holds many chunks" in format_summary(summary)
+    assert summary.to_json()["served_as_v3"][0]["array"] == "sharded"
+    assert summary.served_as_stored is not None  # --decode looked at the v2 view
+    assert [path for path, _, _ in summary.served_as_stored] == ["sharded"]
+    assert "served_as_v3" not in check(source).to_json()

@@ -469,3 +469,31 @@ def test_an_unknown_fetcher_is_a_usage_error(
         parse_args(["-o", "fetcher=curl", "refs.json", str(tmp_path)])
     assert caught.value.code == 2
     assert "fetcher must be one of auto, fsspec, not 'curl'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], None),
+        (["--zarr-format", "2"], 2),
+        (["--zarr-format", "3"], 3),
+        (["-o", "zarr_format=2"], 2),
+        (["-o", "ro,zarr_format=2"], 2),
+    ],
+)
+def test_zarr_format_is_an_option_and_a_mount_option(
+    tmp_path: Path, argv: list[str], expected: int | None
+) -> None:
+    config = parse_args([*argv, "refs.json", str(tmp_path)]).config
+    assert config.zarr_format == expected
+    assert not any(option.startswith("zarr_format") for option in config.fuse_options)
+
+
+@pytest.mark.parametrize("argv", [["--zarr-format", "4"], ["-o", "zarr_format=v2"]])
+def test_a_zarr_format_other_than_2_or_3_is_a_usage_error(
+    tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_args([*argv, "refs.json", str(tmp_path)])
+    assert caught.value.code == 2
+    assert "--zarr-format must be 2 or 3" in capsys.readouterr().err

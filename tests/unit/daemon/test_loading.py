@@ -108,3 +108,34 @@ def test_shared_mounts_keep_file_containers_under_the_local_roots(tmp_path: Path
         authorize_containers=(built.container,),
     )
     assert load_references(fine).about["snapshot"] == built.second
+
+
+def test_zarr_format_2_serves_the_v2_view_of_a_set(tmp_path: Path) -> None:
+    array = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [4],
+        "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": 0,
+        "codecs": [{"name": "bytes"}],
+    }
+    refs = tmp_path / "refs.json"
+    document = {"zarr.json": {"zarr_format": 3, "node_type": "group"}, "x/zarr.json": array}
+    refs.write_text(json.dumps({"version": 1, "refs": {**document, "x/c/1": "ab"}}))
+    stored = load_references(MountConfig(str(refs), tmp_path))
+    assert stored.references.get("x/c/1") == Inline(b"ab")
+    viewed = load_references(MountConfig(str(refs), tmp_path, zarr_format=2))
+    assert viewed.references.get("x/1") == Inline(b"ab")
+    assert viewed.references.get("x/.zarray") is not None
+    assert viewed.tree.static_count != stored.tree.static_count
+
+
+@requires_icechunk
+def test_a_repository_is_viewed_as_v2_before_its_tree_is_built(tmp_path: Path) -> None:
+    built = build_repository(tmp_path)
+    loaded = load_references(MountConfig(str(built.path), tmp_path, zarr_format=2))
+    assert loaded.references.get("obs/temp/.zarray") is not None
+    assert loaded.references.get("obs/temp/zarr.json") is None
+    assert loaded.references.grids[0].separator == "."
