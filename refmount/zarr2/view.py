@@ -26,7 +26,13 @@ from typing import Any
 from refmount.errors import ReferenceFormatError
 from refmount.formats.zarr_json import ZATTRS, ZGROUP, ZMETADATA, dumps, parse
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json
-from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet
+from refmount.model import (
+    ChunkGrid,
+    ChunkRanges,
+    Inline,
+    Reference,
+    ReferenceSet,
+)
 from refmount.zarr2.metadata import NotViewable, array_documents, group_documents
 
 log = logging.getLogger(__name__)
@@ -45,16 +51,57 @@ class ViewedArray:
     path: str
     stored: ChunkGrid
     grid: ChunkGrid
+    _stored_head: str = field(init=False, repr=False, compare=False)
+    _served_head: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_stored_head", _head(self.stored))
+        object.__setattr__(self, "_served_head", _head(self.grid))
 
     def served_key(self, stored_key: str) -> str | None:
         """Return the v2 name of a stored chunk key of this array, or None if it is none."""
-        index = self.stored.index_of(stored_key)
-        return None if index is None else self.grid.key(index)
+        if not self.stored.shape:
+            return self.grid.key(0) if stored_key == self.stored.key(0) else None
+        return _renamed(
+            stored_key, self._stored_head, self.stored, self._served_head, self.grid.separator
+        )
 
     def stored_key(self, served_key: str) -> str | None:
         """Return the stored key of a chunk named ``served_key`` in v2, or None."""
-        index = self.grid.index_of(served_key)
-        return None if index is None else self.stored.key(index)
+        if not self.grid.shape:
+            return self.stored.key(0) if served_key == self.grid.key(0) else None
+        return _renamed(
+            served_key, self._served_head, self.grid, self._stored_head, self.stored.separator
+        )
+
+
+def _head(grid: ChunkGrid) -> str:
+    """Return what precedes a chunk's indices in its key: ``"temp/c/"``, ``"temp/"``, ``""``."""
+    head = "/".join(part for part in (grid.array, grid.prefix) if part)
+    return f"{head}/" if head else ""
+
+
+def _renamed(
+    key: str, head: str, source: ChunkGrid, target_head: str, target_separator: str
+) -> str | None:
+    """Return the key, under ``target_head`` with ``target_separator``, of the chunk that
+    ``source`` calls ``key``; None if ``key`` names no chunk of ``source`` (indices
+    canonical and in range, as ``ChunkGrid.index_of`` wants).
+
+    The indices are carried over as text, no flat index computed: listings and ``keys``
+    rename every chunk key of a JSON set this way."""
+    if not key.startswith(head):
+        return None
+    parts = key[len(head) :].split(source.separator)
+    shape = source.shape
+    if len(parts) != len(shape):
+        return None
+    for part, extent in zip(parts, shape, strict=True):
+        if not part.isdigit() or not part.isascii() or (part[0] == "0" and len(part) > 1):
+            return None
+        if int(part) >= extent:
+            return None
+    return target_head + target_separator.join(parts)
 
 
 @dataclass(frozen=True, slots=True)
