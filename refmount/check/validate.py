@@ -4,6 +4,7 @@ stopping at the first; arrays, explicit keys and Parquet rows counted; targets s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Awaitable, Callable, Iterator
 
@@ -80,7 +81,12 @@ def check_references(
     )
     _count(references, summary, scan_progress, scan=not quick)
     if zarr_format == 2:
-        view = zarr2_plan(references)
+        decodes = None
+        if decode_cache is not None:
+            from refmount.decode.view import decodes_v3  # numcodecs, only when asked
+
+            decodes = functools.partial(decodes_v3, cache_size=decode_cache)
+        view = zarr2_plan(references, decodes)
         summary.served_as_v3 = [(a.path, a.codec, a.reason) for a in view.stored]
         references = Zarr2References(references, view)
     if decode_cache is not None:

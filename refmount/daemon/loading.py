@@ -5,6 +5,7 @@ snapshot instead, and its chunks are read through its session (``Loaded.chunk_st
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import sys
@@ -24,7 +25,7 @@ from refmount.ops.memory import default_max_refs_size, describe_limit
 from refmount.store.options import StorageOptions
 from refmount.store.roots import LocalRoots
 from refmount.store.sources import FsspecSource, StreamSource
-from refmount.zarr2.view import zarr2_view
+from refmount.zarr2.view import Decodes, zarr2_view
 
 log = logging.getLogger("refmount.daemon")
 """One logger for the daemon's lines, whichever module says them (``refmount.daemon:``)."""
@@ -87,7 +88,7 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
             raise ReferenceFormatError(source.url, None, f"cannot read: {error}") from error
         if config.shared:
             check_local_targets(references, LocalRoots(config.local_roots))
-        references = as_format(references, config.zarr_format)
+        references = as_format(references, config)
         tree = Tree.build(
             references.keys(),
             references.grids,
@@ -106,12 +107,24 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
     return Loaded(source, references, tree, int(mtime * 1e9))
 
 
-def as_format(references: ReferenceSet, zarr_format: int | None) -> ReferenceSet:
+def as_format(references: ReferenceSet, config: MountConfig) -> ReferenceSet:
     """Return the references as ``--zarr-format`` asks: the v2 view of their v3 nodes for
-    2 (before the tree is built, since names change), as stored otherwise."""
-    if zarr_format != 2:
+    2 (before the tree is built, since names change), as stored otherwise. With
+    ``--decode``, arrays whose codecs have no v2 form but that are decoded are viewed too."""
+    if config.zarr_format != 2:
         return references
-    return zarr2_view(references)
+    return zarr2_view(references, decodes_v3(config))
+
+
+def decodes_v3(config: MountConfig) -> Decodes | None:
+    """Return, with ``--decode``, what tells the v2 view which v3 arrays are decoded."""
+    if not config.decode:
+        return None
+    try:
+        from refmount.decode import view  # numcodecs, only for --decode
+    except ImportError:
+        return None  # composing the mount says what is missing
+    return functools.partial(view.decodes_v3, cache_size=config.read.cache_size)
 
 
 def _settle() -> None:
@@ -142,7 +155,7 @@ def _load_repository(
     opened, references = repository.opened, repository.references
     if config.shared:
         check_local_containers(source.url, opened.authorized, LocalRoots(config.local_roots))
-    served = as_format(references, config.zarr_format)
+    served = as_format(references, config)
     tree = Tree.build(
         served.keys(), served.grids, source=source.url, skip_invalid=config.skip_invalid
     )

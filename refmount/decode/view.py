@@ -20,6 +20,7 @@ from refmount.decode.decompress import Undecodable
 from refmount.errors import ReferenceFormatError
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, grid_from_zarray
 from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel
+from refmount.zarr2.view import Zarr2References
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +129,9 @@ def plan(references: ReferenceSet, cache_size: int) -> Plan:
             documents[key] = metadata.parse(reference.data)
         except ValueError:
             continue
+    decoded_v3 = references.plan.decoded_v3 if isinstance(references, Zarr2References) else {}
     for key, document in _array_documents(documents).items():
-        _plan_array(result, key, document, cache_size)
+        _plan_array(result, key, document, cache_size, decoded_v3)
 
     def rewrite(key: str, document: Any) -> Any:
         path, _, name = key.rpartition("/")
@@ -179,15 +181,34 @@ def _parsed(value: Any) -> Any:
         return None
 
 
-def _plan_array(result: Plan, key: str, document: Any, cache_size: int) -> None:
-    """Add the array described by ``document`` (at ``key``) to the plan, decoded or stored."""
+def decodes_v3(document: Mapping[str, Any], cache_size: int) -> bool:
+    """Return True when a v3 array (its ``zarr.json``) would be decoded (for the zarr v2
+    view, which then serves it as v2 in decoded form)."""
+    try:
+        return v3_pipeline(document).size <= cache_size // CACHE_SHARE
+    except (Undecodable, KeyError, TypeError, ValueError):
+        return False
+
+
+def _plan_array(
+    result: Plan,
+    key: str,
+    document: Any,
+    cache_size: int,
+    decoded_v3: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """Add the array described by ``document`` (at ``key``) to the plan, decoded or stored.
+
+    An array of ``decoded_v3`` is a v3 array the zarr v2 view serves as v2 in decoded form:
+    its ``.zarray`` has the v2 grid, its ``zarr.json`` the pipeline."""
     if not isinstance(document, dict):
         return
     path, _, name = key.rpartition("/")
     try:
         if name == ZARRAY:
             grid: ChunkGrid | None = grid_from_zarray(path, document, "", key)
-            pipeline = v2_pipeline(document)
+            stored = decoded_v3.get(path)
+            pipeline = v2_pipeline(document) if stored is None else v3_pipeline(stored)
         else:
             grid = grid_from_zarr_json(path, document, "", key)
             if grid is None:

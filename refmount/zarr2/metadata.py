@@ -106,16 +106,44 @@ def array_documents(document: Mapping[str, Any]) -> tuple[dict[str, Any], dict[s
         "filters": filters or None,
         "dimension_separator": ".",
     }
+    return zarray, _attributes_with_dimensions(document, len(shape))
+
+
+def _attributes_with_dimensions(document: Mapping[str, Any], ndim: int) -> dict[str, Any]:
+    """Return an array's attributes, with ``_ARRAY_DIMENSIONS`` when every name is set."""
     attributes = attributes_of(document)
     dimensions = document.get("dimension_names")
     if (
         ARRAY_DIMENSIONS not in attributes
         and isinstance(dimensions, list)
-        and len(dimensions) == len(shape)
+        and len(dimensions) == ndim
         and all(isinstance(name, str) for name in dimensions)
     ):
         attributes[ARRAY_DIMENSIONS] = list(dimensions)
-    return zarray, attributes
+    return attributes
+
+
+def decoded_array_documents(
+    document: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Return the ``.zarray`` and ``.zattrs`` of a v3 array as ``--decode`` serves it: no
+    compressor or filters, little-endian, C order (for an array whose codecs have no v2 form
+    but which ``--decode`` decodes); raises ``NotViewable`` when the data type has none."""
+    shape = _ints(document.get("shape"), "shape")
+    chunk_shape = _chunk_shape(document, len(shape))
+    kind, itemsize = _data_type(document.get("data_type"))
+    zarray = {
+        "zarr_format": 2,
+        "shape": shape,
+        "chunks": chunk_shape,
+        "dtype": _dtype(kind, itemsize, "little"),
+        "compressor": None,
+        "fill_value": fill_value(document.get("fill_value"), kind, itemsize),
+        "order": "C",
+        "filters": None,
+        "dimension_separator": ".",
+    }
+    return zarray, _attributes_with_dimensions(document, len(shape))
 
 
 def attributes_of(document: Mapping[str, Any]) -> dict[str, Any]:

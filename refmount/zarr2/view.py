@@ -19,7 +19,7 @@ are renamed (``temp/0.1``), a stored key that a served name would shadow is hidd
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,12 @@ from refmount.model import (
     Reference,
     ReferenceSet,
 )
-from refmount.zarr2.metadata import NotViewable, array_documents, group_documents
+from refmount.zarr2.metadata import (
+    NotViewable,
+    array_documents,
+    decoded_array_documents,
+    group_documents,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,11 @@ V2_NAMES = frozenset({ZARRAY, ZATTRS, ZGROUP})
 """The names of zarr v2 node documents (consolidated at the root)."""
 
 NOT_INLINE = "its zarr.json lies in a target, not in the set: it is not read at mount"
+
+Decodes = Callable[[Mapping[str, Any]], bool]
+"""Tells whether ``--decode`` decodes a v3 array, from its ``zarr.json``
+(``decode.view.decodes_v3``). Given to ``plan`` under ``--decode``: an array whose codecs
+have no v2 form but that is decoded is served as v2 in its decoded form."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +137,9 @@ class Plan:
     """The v2 documents served, by key."""
     hidden: set[str] = field(default_factory=set)
     """The stored ``zarr.json`` keys the documents replace."""
+    decoded_v3: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Arrays served as v2 only in decoded form (their codecs have no v2 form), by path: their
+    ``zarr.json``, from which ``--decode`` builds their pipeline."""
     groups: int = 0
 
     def owner(self, key: str) -> ViewedArray | None:
@@ -153,8 +166,10 @@ class Plan:
         )
 
 
-def plan(references: ReferenceSet) -> Plan:
-    """Decide, from the metadata alone, what the v2 view serves (see the module)."""
+def plan(references: ReferenceSet, decodes: Decodes | None = None) -> Plan:
+    """Decide, from the metadata alone, what the v2 view serves (see the module); with
+    ``decodes`` (under ``--decode``), arrays with no v2 codecs that it decodes are served as
+    v2 in decoded form."""
     result = Plan()
     nodes: set[str] = set()  # directories with metadata of their own, stored or served
     v2_documents: dict[str, Any] = {}  # stored v2 documents, for the consolidated metadata
@@ -164,7 +179,7 @@ def plan(references: ReferenceSet) -> Plan:
         path, _, name = key.rpartition("/")
         if name == ZARR_JSON:
             nodes.add(path)
-            _plan_node(result, references, key, v2_documents)
+            _plan_node(result, references, key, decodes)
         elif name in V2_NAMES or name == ZMETADATA:
             if name != ZATTRS:
                 nodes.add(path)
@@ -184,9 +199,7 @@ def plan(references: ReferenceSet) -> Plan:
     return result
 
 
-def _plan_node(
-    result: Plan, references: ReferenceSet, key: str, v2_documents: Mapping[str, Any]
-) -> None:
+def _plan_node(result: Plan, references: ReferenceSet, key: str, decodes: Decodes | None) -> None:
     """Add the node whose ``zarr.json`` is ``key`` to the plan: v2 documents or stored."""
     path = key.rpartition("/")[0]
     reference = references.get(key)
@@ -214,8 +227,14 @@ def _plan_node(
     try:
         zarray, zattrs = array_documents(document)
     except NotViewable as refusal:
-        result.stored.append(StoredArray(path, refusal.codec, refusal.reason))
-        return
+        try:
+            if decodes is None or not decodes(document):
+                raise
+            zarray, zattrs = decoded_array_documents(document)
+        except NotViewable:
+            result.stored.append(StoredArray(path, refusal.codec, refusal.reason))
+            return
+        result.decoded_v3[path] = document
     result.documents[base + ZARRAY] = dumps(zarray)
     result.documents[base + ZATTRS] = dumps(zattrs)
     result.hidden.add(key)
@@ -392,8 +411,8 @@ class Zarr2References:
         return self._inner.chunk(grid, index)
 
 
-def zarr2_view(references: ReferenceSet) -> Zarr2References:
+def zarr2_view(references: ReferenceSet, decodes: Decodes | None = None) -> Zarr2References:
     """Return the v2 view of ``references``; warn once per array served as stored."""
-    decisions = plan(references)
+    decisions = plan(references, decodes)
     decisions.warn()
     return Zarr2References(references, decisions)

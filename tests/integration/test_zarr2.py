@@ -133,8 +133,13 @@ def test_every_v3_node_is_served_as_v2_and_refused_arrays_as_stored(
     assert sorted(os.listdir(root / "codecs/gzip"))[2:] == ["0.0", "0.1", "1.0", "1.1"]
     assert sorted(os.listdir(root / "scalar")) == [".zarray", ".zattrs", "0"]
     assert sorted(os.listdir(root / "codecs/nan_fill"))[2:] == ["0.0", "0.1"]  # 2 unwritten
-    for path in ("refused/sharded", "refused/transposed"):
-        assert sorted(os.listdir(root / path)) == ["c", "zarr.json"]
+    assert sorted(os.listdir(root / "refused/sharded")) == ["c", "zarr.json"]
+    transposed = sorted(os.listdir(root / "refused/transposed"))
+    if mounted_store.decoded:  # no v2 codecs, but decoded: served as v2, decoded
+        assert transposed[:2] == [".zarray", ".zattrs"]
+        assert len(transposed) == 2 + 2 * 1 * 2  # chunks (2, 5, 3) of (4, 5, 6)
+    else:
+        assert transposed == ["c", "zarr.json"]
     zattrs = json.loads((root / "plain/zstd/.zattrs").read_bytes())
     assert zattrs == {"long_name": "plain/zstd", "_ARRAY_DIMENSIONS": ["y", "x"]}
     assert json.loads((root / ".zattrs").read_bytes()) == {"title": "zarr v3 codecs"}
@@ -200,8 +205,38 @@ def test_arrays_served_as_stored_stay_readable_as_v3(mounts: dict[str, Mounted],
 
     mounted_store = get(mounts, key)
     for path in ("refused/sharded", "refused/transposed"):
-        array = zarr.open_array(str(mounted_store.path / path), mode="r", zarr_format=3)
-        np.testing.assert_array_equal(array[...], CASES[path].expected, err_msg=path)
+        if (mounted_store.path / path / "zarr.json").exists():
+            array = zarr.open_array(str(mounted_store.path / path), mode="r", zarr_format=3)
+            np.testing.assert_array_equal(array[...], CASES[path].expected, err_msg=path)
+        else:
+            assert mounted_store.decoded, path
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("key", [f"{source}-v2-decode" for source in SOURCES])
+def test_with_decode_an_array_with_no_v2_codecs_is_read_decoded_as_v2(
+    mounts: dict[str, Mounted], key: str
+) -> None:
+    """A transpose that is neither C nor F order has no v2 form, but --decode decodes it."""
+    import zarr
+
+    mounted_store = get(mounts, key)
+    path = "refused/transposed"
+    case = CASES[path]
+    meta = mounted_store.zarray(path)
+    assert (meta["compressor"], meta["filters"], meta["order"]) == (None, None, "C")
+    assert meta["dtype"] == "<f8"
+    array = zarr.open_array(str(mounted_store.path / path), mode="r", zarr_format=2)
+    np.testing.assert_array_equal(array[...], case.expected)
+    np.testing.assert_allclose(ncdump_values(mounted_store.path, path), case.expected.ravel())
+    node = which("node", "nodejs")
+    if (JS_DIR / "node_modules" / "zarrita").is_dir():
+        result = run([node, str(JS_DIR / "read.mjs"), str(mounted_store.path), path])
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["sha256"] == checksum(case.expected)
+    for chunk in (mounted_store.path / path).glob("[0-9]*"):
+        assert chunk.stat().st_size == 2 * 5 * 3 * 8
+    assert "'refused/transposed' is served as stored" not in mounted_store.mount.log_text()
 
 
 # GDAL -----------------------------------------------------------------------------------------

@@ -135,3 +135,27 @@ def test_chunk_now_finds_explicit_and_loaded_grid_chunks() -> None:
     assert view.chunk_now(array, 1) == ("x/1.0", Range(URL, 5, 7))
     references.loaded = False
     assert view.chunk_now(array, 1) is None
+
+
+def test_decodes_v3_answers_as_the_plan_decides() -> None:
+    from refmount.decode.view import decodes_v3
+
+    def v3(codecs: list[dict[str, Any]], chunks: list[int]) -> dict[str, Any]:
+        return {
+            "zarr_format": 3,
+            "node_type": "array",
+            "shape": [4, 4, 4],
+            "data_type": "float32",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunks}},
+            "fill_value": 0,
+            "codecs": codecs,
+        }
+
+    twisted: list[dict[str, Any]] = [
+        {"name": "transpose", "configuration": {"order": [2, 0, 1]}},
+        {"name": "bytes"},
+    ]
+    sharded = [{"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 1, 1]}}]
+    assert decodes_v3(v3(twisted, [2, 2, 2]), CACHE)
+    assert not decodes_v3(v3(sharded, [2, 2, 2]), CACHE)
+    assert not decodes_v3(v3(twisted, [2**20, 2**10, 4]), CACHE)  # over a quarter of the cache

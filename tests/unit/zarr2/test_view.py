@@ -220,3 +220,30 @@ def test_a_set_without_v3_nodes_is_unchanged() -> None:
     view = zarr2_view(inner)
     assert set(view.keys()) == {".zgroup", "x/.zarray", "x/0"}
     assert view.get("x/0") == Inline(b"a")
+
+
+def test_with_decode_an_array_with_no_v2_codecs_is_served_decoded() -> None:
+    twisted = v3_array(
+        [2, 3, 4],
+        [1, 3, 4],
+        dimension_names=None,
+        codecs=[
+            {"name": "transpose", "configuration": {"order": [2, 0, 1]}},
+            {"name": "bytes", "configuration": {"endian": "big"}},
+        ],
+    )
+    inner = DictReferences(
+        {
+            "t/zarr.json": node(twisted),
+            "t/c/1/0/0": Range(URL, 0, 48),
+            "sharded/zarr.json": node(v3_array([2, 2], [2, 2], codecs=SHARDED)),
+        }
+    )
+    assert [s.path for s in plan(inner).stored] == ["t", "sharded"]
+    decisions = plan(inner, decodes=lambda document: "transpose" in json.dumps(document))
+    assert [s.path for s in decisions.stored] == ["sharded"]  # not decoded: as stored
+    assert decisions.decoded_v3 == {"t": twisted}
+    view = Zarr2References(inner, decisions)
+    zarray = json.loads(view.get("t/.zarray").data)  # type: ignore[union-attr]
+    assert (zarray["dtype"], zarray["order"], zarray["compressor"]) == ("<i4", "C", None)
+    assert view.get("t/1.0.0") == Range(URL, 0, 48)
