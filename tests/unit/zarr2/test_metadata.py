@@ -11,6 +11,7 @@ import pytest
 from refmount.zarr2.metadata import (
     NotViewable,
     array_documents,
+    decoded_array_documents,
     fill_value,
     group_documents,
 )
@@ -316,3 +317,20 @@ def test_a_scalar_has_no_dimensions_and_no_chunk_shape() -> None:
     )
     assert (zarray["shape"], zarray["chunks"]) == ([], [])
     assert zattrs["_ARRAY_DIMENSIONS"] == []
+
+
+def test_the_decoded_form_has_no_codecs_and_is_little_endian() -> None:
+    document = with_codecs(
+        {"name": "transpose", "configuration": {"order": [1, 0]}},
+        BIG,
+        {"name": "mystery"},
+        data_type="int16",
+        fill_value=-1,
+        dimension_names=["y", "x"],
+    )
+    zarray, zattrs = decoded_array_documents(document)
+    assert (zarray["dtype"], zarray["order"]) == ("<i2", "C")
+    assert (zarray["compressor"], zarray["filters"], zarray["fill_value"]) == (None, None, -1)
+    assert zattrs["_ARRAY_DIMENSIONS"] == ["y", "x"]
+    with pytest.raises(NotViewable):
+        decoded_array_documents(with_codecs(LITTLE, data_type="string"))
