@@ -24,6 +24,7 @@ numpy or numcodecs.
 
 from __future__ import annotations
 
+import base64
 import math
 import struct
 from collections.abc import Mapping, Sequence
@@ -31,6 +32,9 @@ from typing import Any
 
 ARRAY_DIMENSIONS = "_ARRAY_DIMENSIONS"
 """The attribute in which zarr v2 readers (xarray, netCDF-C, GDAL) find dimension names."""
+
+FILL_VALUE_ATTRIBUTE = "_FillValue"
+"""The CF attribute of the value that marks missing data."""
 
 V3_TYPES = {
     "bool": "b1",
@@ -106,12 +110,17 @@ def array_documents(document: Mapping[str, Any]) -> tuple[dict[str, Any], dict[s
         "filters": filters or None,
         "dimension_separator": ".",
     }
-    return zarray, _attributes_with_dimensions(document, len(shape))
+    return zarray, _attributes_with_dimensions(document, len(shape), kind)
 
 
-def _attributes_with_dimensions(document: Mapping[str, Any], ndim: int) -> dict[str, Any]:
-    """Return an array's attributes, with ``_ARRAY_DIMENSIONS`` when every name is set."""
+def _attributes_with_dimensions(
+    document: Mapping[str, Any], ndim: int, kind: str
+) -> dict[str, Any]:
+    """Return an array's attributes, with ``_ARRAY_DIMENSIONS`` when every name is set and,
+    for floats, xarray's v3 ``_FillValue`` written as v2 has it."""
     attributes = attributes_of(document)
+    if kind in "fc" and FILL_VALUE_ATTRIBUTE in attributes:
+        attributes[FILL_VALUE_ATTRIBUTE] = xarray_fill_value(attributes[FILL_VALUE_ATTRIBUTE])
     dimensions = document.get("dimension_names")
     if (
         ARRAY_DIMENSIONS not in attributes
@@ -143,7 +152,36 @@ def decoded_array_documents(
         "filters": None,
         "dimension_separator": ".",
     }
-    return zarray, _attributes_with_dimensions(document, len(shape))
+    return zarray, _attributes_with_dimensions(document, len(shape), kind)
+
+
+def xarray_fill_value(value: Any) -> Any:
+    """Return a ``_FillValue`` attribute as zarr v2 stores keep it.
+
+    In zarr v3 stores xarray writes a float's ``_FillValue`` as the base64 of a little-endian
+    double (a complex one as two of them); in v2 it writes the number, which netCDF-C and GDAL
+    read. Anything else is returned as it is.
+    """
+    if isinstance(value, list) and len(value) == 2:
+        parts = [xarray_fill_value(part) for part in value]
+        return (
+            parts if all(not isinstance(part, str) or part in _SPECIAL for part in parts) else value
+        )
+    if not isinstance(value, str) or len(value) != 12:
+        return value
+    try:
+        data = base64.b64decode(value, validate=True)
+    except ValueError:
+        return value
+    if len(data) != 8:
+        return value
+    number = struct.unpack("<d", data)[0]
+    if math.isfinite(number):
+        return number
+    return "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
+
+
+_SPECIAL = frozenset({"NaN", "Infinity", "-Infinity"})
 
 
 def attributes_of(document: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from tests.support.mounting import Mount, mounted, refmount_command, requires_fu
 from tests.support.zarr3_arrays import (
     Case,
     cases,
+    virtualizarr_repository,
     write_cases,
     write_kerchunk_json,
     write_kerchunk_parquet,
@@ -275,7 +276,8 @@ def test_gdal_reads_the_original_values(
 
 def ncdump_values(root: Path, path: str) -> np.ndarray[Any, Any]:
     which("ncdump", "netcdf-bin")
-    result = run(["ncdump", "-p", "9,17", "-v", f"/{path}", f"file://{root}#mode=zarr,file"])
+    variable = f"/{path}" if "/" in path else path  # ncdump finds a root variable by name only
+    result = run(["ncdump", "-p", "9,17", "-v", variable, f"file://{root}#mode=zarr,file"])
     assert result.returncode == 0, result.stderr
     name = path.rsplit("/", 1)[-1]
     found = re.search(rf"^\s*{re.escape(name)} =\s*(.*?)\s*;\s*$", result.stdout, re.M | re.S)
@@ -429,3 +431,37 @@ def test_o_zarr_format_mounts_the_view(tmp_path: Path) -> None:
         assert (mount.path / "codecs/gzip/0.1").is_file()
     with mounted(refs, tmp_path / "mnt3", "--zarr-format", "3") as mount:
         assert (mount.path / "codecs/gzip/c/0/1").is_file()
+
+
+@requires_icechunk
+@pytest.mark.interop
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_repository_virtualizarr_wrote_reads_as_v2(tmp_path: Path, mode: str) -> None:
+    """VirtualiZarr 2's repository of a netCDF4 file (zlib + shuffle, virtual chunks) through
+    the v2 view: xarray's v2 open, and with --decode ncdump, get the original values."""
+    pytest.importorskip("virtualizarr")
+    import netCDF4
+    import xarray as xr
+
+    from tests.integration import sources
+
+    source = sources.netcdf4(tmp_path / "originals")
+    repository = virtualizarr_repository(source.original, tmp_path / "repo")
+    with netCDF4.Dataset(source.original) as dataset:
+        temp = dataset["temp"][:]
+    options = (*MODES[mode], "--authorize-container", "all")
+    with mounted(repository, tmp_path / "mnt", *options) as mount:
+        meta = json.loads((mount.path / "temp/.zarray").read_bytes())
+        zattrs = json.loads((mount.path / "temp/.zattrs").read_bytes())
+        assert zattrs["_ARRAY_DIMENSIONS"] == ["level", "y", "x"]
+        assert zattrs["_FillValue"] == meta["fill_value"] == -999.0
+        if not mode.endswith("decode"):
+            assert codecs_of(meta) == ["shuffle", "zlib"]
+        dataset = xr.open_zarr(str(mount.path), zarr_format=2, consolidated=True)
+        np.testing.assert_array_equal(
+            dataset["temp"].values, np.ma.filled(temp.astype("f4"), np.nan)
+        )
+        assert dataset.attrs["title"] == sources.NETCDF_TITLE
+        if mode.endswith("decode"):
+            dumped = ncdump_values(mount.path, "temp")
+            np.testing.assert_allclose(dumped, np.ma.filled(temp, -999.0).ravel(), rtol=1e-6)

@@ -206,3 +206,37 @@ def write_kerchunk_parquet(store_dir: Path, out: Path, record_size: int = 4) -> 
         chunks.setdefault(array, {})[index] = value
     write_parquet_set(out, metadata, chunks, record_size)
     return out
+
+
+def virtualizarr_repository(original: Path, base: Path) -> Path:
+    """An Icechunk repository that VirtualiZarr 2 writes of a local netCDF4/HDF5 file: zarr v3
+    arrays with ``numcodecs.shuffle`` and ``numcodecs.zlib``, virtual chunks into the file,
+    xarray's attributes (``_FillValue`` as base64)."""
+    import warnings
+
+    import icechunk
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+    from virtualizarr import open_virtual_dataset
+    from virtualizarr.parsers import HDFParser
+
+    container = f"file://{original.parent}/"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        registry = ObjectStoreRegistry({"file://": LocalStore()})
+        dataset = open_virtual_dataset(f"file://{original}", parser=HDFParser(), registry=registry)
+        config = icechunk.RepositoryConfig.default()
+        config.set_virtual_chunk_container(
+            icechunk.VirtualChunkContainer(
+                container, icechunk.local_filesystem_store(str(original.parent))
+            )
+        )
+        repository = icechunk.Repository.create(
+            icechunk.local_filesystem_storage(str(base)),
+            config,
+            authorize_virtual_chunk_access={container: None},
+        )
+        session = repository.writable_session("main")
+        dataset.vz.to_icechunk(session.store)
+        session.commit("virtualizarr")
+    return base

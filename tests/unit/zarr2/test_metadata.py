@@ -334,3 +334,21 @@ def test_the_decoded_form_has_no_codecs_and_is_little_endian() -> None:
     assert zattrs["_ARRAY_DIMENSIONS"] == ["y", "x"]
     with pytest.raises(NotViewable):
         decoded_array_documents(with_codecs(LITTLE, data_type="string"))
+
+
+@pytest.mark.parametrize(
+    ("data_type", "fill", "attribute", "expected"),
+    [
+        ("float32", 0.0, "AAAAAAA4j8A=", -999.0),
+        ("float64", 0.0, "AAAAAAAA+H8=", "NaN"),
+        ("complex128", [0.0, 0.0], ["AAAAAAAA8D8=", "AAAAAAAAAAA="], [1.0, 0.0]),
+        ("float32", 0.0, "not base64!!", "not base64!!"),
+        ("float32", 0.0, -1.5, -1.5),
+        ("int32", 0, "AAAAAAA4j8A=", "AAAAAAA4j8A="),
+    ],
+)
+def test_xarrays_v3_fill_value_attribute_is_written_as_v2_has_it(
+    data_type: str, fill: Any, attribute: Any, expected: Any
+) -> None:
+    document = array(data_type=data_type, fill_value=fill, attributes={"_FillValue": attribute})
+    assert array_documents(document)[1]["_FillValue"] == expected
