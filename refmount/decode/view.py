@@ -20,7 +20,7 @@ from refmount.decode.decompress import Undecodable
 from refmount.errors import ReferenceFormatError
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, grid_from_zarray
 from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel
-from refmount.zarr2.view import Zarr2References
+from refmount.zarr2.view import StoredArray, Zarr2References
 
 log = logging.getLogger(__name__)
 
@@ -61,19 +61,6 @@ class DecodedArray:
         index = self.index_of(key[len(self.path) + 1 :] if self.path else key)
         assert index is not None  # only asked of keys chunk_array matched to this array
         return index
-
-
-@dataclass(frozen=True, slots=True)
-class StoredArray:
-    """An array served as stored under ``--decode``, and why."""
-
-    path: str
-    codec: str
-    reason: str
-
-    def describe(self) -> str:
-        """Return the warning line: the array, the codec and the reason."""
-        return f"array {self.path or '/'!r} is served as stored: {self.codec}: {self.reason}"
 
 
 @dataclass(slots=True)

@@ -116,7 +116,8 @@ def _renamed(
 
 @dataclass(frozen=True, slots=True)
 class StoredArray:
-    """An array served as stored (zarr v3) under ``--zarr-format 2``, and why."""
+    """An array a view (this one, or ``--decode``'s) serves as stored: what stands in the way
+    (a codec, the data type, the metadata) and why."""
 
     path: str
     codec: str
@@ -124,7 +125,7 @@ class StoredArray:
 
     def describe(self) -> str:
         """Return the warning line: the array, what stands in the way and why."""
-        return f"array {self.path or '/'!r} is served as stored (v3): {self.codec}: {self.reason}"
+        return f"array {self.path or '/'!r} is served as stored: {self.codec}: {self.reason}"
 
 
 @dataclass(slots=True)

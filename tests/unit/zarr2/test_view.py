@@ -96,7 +96,7 @@ def test_an_array_that_cannot_be_viewed_is_named_once_with_its_reason(
     zarr2_view(json_set())
     lines = [r.getMessage() for r in caplog.records if "served as stored" in r.getMessage()]
     assert lines == [
-        "--zarr-format 2: array 'sharded' is served as stored (v3): sharding_indexed: "
+        "--zarr-format 2: array 'sharded' is served as stored: sharding_indexed: "
         "a shard holds many chunks; v2 has no shards"
     ]
 
