@@ -88,7 +88,7 @@ def _count(
 ) -> None:
     """Count the arrays, the explicit keys and the chunks present of each array (a Parquet
     set's by reading every row when ``scan``; else they are not counted)."""
-    arrays = _arrays(references, summary)
+    arrays = arrays_of(references, summary)
     summary.explicit_keys, present = _count_explicit(
         references, summary, {array.path for array in arrays}
     )
@@ -105,7 +105,7 @@ def _count(
     ]
 
 
-def _arrays(references: ReferenceSet, summary: Summary) -> list[ArrayInfo]:
+def arrays_of(references: ReferenceSet, summary: Summary) -> list[ArrayInfo]:
     """Return the arrays that the set's metadata keys describe; malformed ones are problems."""
     arrays: list[ArrayInfo] = []
     keys = references.keys()  # a ReferenceSet is not a mapping

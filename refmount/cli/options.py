@@ -257,7 +257,7 @@ def parse_args(argv: Sequence[str]) -> MountCommand:
             decode=bool(args.decode),
             base=None if args.base is None else absolute(args.base),
             fetcher=_fetcher(args.fetcher),
-            format=_format(args.format),
+            format=format_choice(args.format),
             version=RepositoryVersion(args.branch, args.tag, args.snapshot),
             authorize_containers=tuple((args.authorize_container or []) + words.containers),
         )
@@ -275,7 +275,9 @@ def _fetcher(name: str | None) -> str:
     return name
 
 
-def _format(name: str | None) -> str:
+def format_choice(name: str | None) -> str:
+    """Return the ``--format`` asked for (None: ``auto``); raise ``ValueError`` for a name
+    that is not one of ``FORMATS``."""
     if name is None:
         return "auto"
     if name not in FORMATS:

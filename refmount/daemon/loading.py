@@ -12,10 +12,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from refmount.config import STDIN_REFS, MountConfig
+from refmount.config import REPOSITORY_ONLY, STDIN_REFS, MountConfig
 from refmount.errors import ReferenceFormatError, out_of_memory_is_bad_input
 from refmount.formats import LoadOptions, load
-from refmount.formats.icechunk import is_repository, load_repository
+from refmount.formats.icechunk import is_repository_for, load_repository
 from refmount.formats.options import Progress
 from refmount.model import Inline, ReferenceSet
 from refmount.namespace.tree import Tree
@@ -27,10 +27,6 @@ from refmount.store.sources import FsspecSource, StreamSource
 
 log = logging.getLogger("refmount.daemon")
 """One logger for the daemon's lines, whichever module says them (``refmount.daemon:``)."""
-
-
-REPOSITORY_ONLY = "--branch, --tag, --snapshot and --authorize-container"
-"""The options that only an Icechunk repository takes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +61,7 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
             source = FsspecSource(config.refs, storage, cap)
     except (OSError, ValueError, ImportError) as error:
         raise ReferenceFormatError(config.refs, None, f"cannot open: {error}") from error
-    if _is_repository(config, source):
+    if is_repository_for(config.format, source):
         with out_of_memory_is_bad_input(source.url, describe_limit):
             return _load_repository(config, source, started)
     if config.version.given or config.authorize_containers:
@@ -112,23 +108,12 @@ def _settle() -> None:
     allocator.trim()
 
 
-def _is_repository(config: MountConfig, source: FsspecSource | StreamSource) -> bool:
-    """Return True when REFS is to be mounted as an Icechunk repository (``--format``)."""
-    if config.format != "auto":
-        return config.format == "icechunk"
-    try:
-        return is_repository(source)
-    except (OSError, ValueError):
-        return False
-
-
 def _load_repository(
     config: MountConfig, source: FsspecSource | StreamSource, started: float
 ) -> Loaded:
     """Open REFS as an Icechunk repository at the snapshot asked for, and build its tree."""
-    repository = load_repository(
-        source.url, config.version, config.authorize_containers, config.s3_options
-    )
+    storage = StorageOptions(config.refs_options, config.s3_options).for_target(source.url)
+    repository = load_repository(source.url, config.version, config.authorize_containers, storage)
     opened, references = repository.opened, repository.references
     if config.shared:
         check_local_containers(source.url, opened.authorized, LocalRoots(config.local_roots))

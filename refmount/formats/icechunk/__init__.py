@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
 from refmount.formats.icechunk.layout import is_repository
+from refmount.model import ReferenceSource
 
 if TYPE_CHECKING:
     from refmount.formats.icechunk.load import LoadedRepository
@@ -22,14 +23,27 @@ INSTALL_HINT = "pip install 'refmount[icechunk]'"
 """How to get the icechunk package (it needs Python 3.12 or later)."""
 
 
+def is_repository_for(format_name: str, source: ReferenceSource) -> bool:
+    """Return True when ``source`` is to be read as an Icechunk repository: ``--format
+    icechunk`` says so, ``kerchunk`` says not, ``auto`` looks at its layout (a source that
+    cannot be listed is no repository)."""
+    if format_name != "auto":
+        return format_name == "icechunk"
+    try:
+        return is_repository(source)
+    except (OSError, ValueError):
+        return False
+
+
 def load_repository(
     url: str,
     version: RepositoryVersion,
     authorize: Sequence[str] = (),
     s3_options: Mapping[str, Any] | None = None,
 ) -> LoadedRepository:
-    """Load the snapshot ``version`` of the repository at ``url`` (``load.load_repository``);
-    raises ``ReferenceFormatError`` in one line when the icechunk package is missing."""
+    """Load the snapshot ``version`` of the repository at ``url`` (``load.load_repository``;
+    ``s3_options`` are the storage options of ``url``, in s3fs's names: ``opening``); raises
+    ``ReferenceFormatError`` in one line when the icechunk package is missing."""
     try:
         from refmount.formats.icechunk.load import load_repository as load
     except ImportError as error:
@@ -42,4 +56,4 @@ def load_repository(
     return load(url, version, authorize, s3_options)
 
 
-__all__ = ["INSTALL_HINT", "is_repository", "load_repository"]
+__all__ = ["INSTALL_HINT", "is_repository", "is_repository_for", "load_repository"]
