@@ -120,8 +120,11 @@ def container_credentials(store: object) -> object:
 
 def repository_storage(url: str, s3_options: Mapping[str, Any]) -> Any:
     """Return Icechunk's storage for a repository at a local path, ``file://``, ``s3://`` or
-    ``gs://`` URL; the ``-o s3_*`` options apply to S3. Raises ``ReferenceFormatError`` for
-    any other protocol."""
+    ``gs://`` URL. For S3, ``s3_options`` are the s3fs storage options of the URL (the
+    ``-o s3_*`` shortcuts and ``--target-options``): ``endpoint_url`` (plain HTTP and path
+    style then), ``client_kwargs.region_name``, ``anon``, ``requester_pays``, and ``key``,
+    ``secret`` and ``token`` as static credentials (else the environment's chain). Raises
+    ``ReferenceFormatError`` for any other protocol."""
     protocol = protocol_of(url)
     if protocol is None or protocol == "file":
         return icechunk.local_filesystem_storage(url.removeprefix("file://"))
@@ -131,6 +134,8 @@ def repository_storage(url: str, s3_options: Mapping[str, Any]) -> Any:
         endpoint = s3_options.get("endpoint_url")
         region = (s3_options.get("client_kwargs") or {}).get("region_name")
         anonymous = bool(s3_options.get("anon"))
+        key, secret = s3_options.get("key"), s3_options.get("secret")
+        static = not anonymous and bool(key and secret)
         return icechunk.s3_storage(
             bucket=bucket,
             prefix=prefix,
@@ -138,8 +143,11 @@ def repository_storage(url: str, s3_options: Mapping[str, Any]) -> Any:
             endpoint_url=endpoint,
             allow_http=bool(endpoint and str(endpoint).startswith("http://")),
             force_path_style=endpoint is not None,
+            access_key_id=str(key) if static else None,
+            secret_access_key=str(secret) if static else None,
+            session_token=str(s3_options["token"]) if static and s3_options.get("token") else None,
             anonymous=anonymous,
-            from_env=not anonymous,
+            from_env=not (anonymous or static),
             requester_pays=bool(s3_options.get("requester_pays")),
         )
     if protocol in GCS_PROTOCOLS:
