@@ -18,7 +18,7 @@ from refmount.check.summary import ContainerInfo, Problem, RepositoryInfo, Summa
 from refmount.check.validate import arrays_of
 from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
-from refmount.formats.icechunk import load_repository
+from refmount.formats.icechunk import FileLimit, load_repository
 from refmount.formats.icechunk.chunks import ChunkKind
 from refmount.formats.icechunk.containers import count_virtual_chunks
 from refmount.namespace.tree import Tree
@@ -32,16 +32,18 @@ def check_repository(
     version: RepositoryVersion,
     authorize: Sequence[str] = (),
     storage_options: Mapping[str, Any] | None = None,
+    limit: FileLimit | None = None,
 ) -> Summary:
     """Open the repository at ``url`` at ``version`` and summarise that snapshot.
 
     A repository that cannot be opened or read (no repository, a missing or corrupted
     file, a version that does not exist, a container to authorize it does not declare) is
-    ``malformed``, with the reason as its problem.
+    ``malformed``, with the reason as its problem (as is one whose files Icechunk reads
+    whole are larger than ``limit`` allows).
     """
     summary = Summary(url, REPOSITORY_FORMAT)
     try:
-        loaded = load_repository(url, version, authorize, storage_options)
+        loaded = load_repository(url, version, authorize, storage_options, limit)
     except ReferenceFormatError as error:
         summary.malformed = True
         summary.problem(error.key, error.problem)
@@ -69,7 +71,9 @@ def check_repository(
             count_virtual_chunks(opened.session.store, list(written), opened.containers)
         )
     except ValueError as error:
-        from refmount.formats.icechunk.opening import first_line  # icechunk is installed
+        from refmount.formats.icechunk.opening import first_line, settle_runtime  # installed
+
+        settle_runtime()
 
         summary.problem(None, f"cannot list the virtual chunks: {first_line(error)}")
         counts, homeless = dict.fromkeys(opened.containers, 0), {}

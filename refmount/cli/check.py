@@ -137,7 +137,7 @@ def check_main(argv: Sequence[str]) -> int:
 
     from refmount import check
     from refmount.formats import LoadOptions
-    from refmount.formats.icechunk import is_repository_for
+    from refmount.formats.icechunk import DEFAULT_SHARE, FileLimit, is_repository_for
     from refmount.store.options import StorageOptions
     from refmount.store.sources import FsspecSource
     from refmount.store.store import Store
@@ -152,7 +152,9 @@ def check_main(argv: Sequence[str]) -> int:
     if is_repository_for(format_name, source):
         storage = StorageOptions(target_options, s3).for_target(refs)
         with out_of_memory_is_bad_input(refs, describe_limit):
-            summary = check.check_repository(refs, version, authorize, storage)
+            share = default_max_refs_size() // DEFAULT_SHARE
+            limit = FileLimit(source.size, max_refs_size(args.max_refs_size) or share)
+            summary = check.check_repository(refs, version, authorize, storage, limit)
         return _report(summary, as_json=args.json)
     if version.given or authorize:
         print(

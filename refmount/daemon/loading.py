@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from refmount.config import REPOSITORY_ONLY, STDIN_REFS, MountConfig
 from refmount.errors import ReferenceFormatError, out_of_memory_is_bad_input
 from refmount.formats import LoadOptions, load
-from refmount.formats.icechunk import is_repository_for, load_repository
+from refmount.formats.icechunk import (
+    DEFAULT_SHARE,
+    FileLimit,
+    is_repository_for,
+    load_repository,
+)
 from refmount.formats.options import Progress
 from refmount.model import Inline, ReferenceSet
 from refmount.namespace.tree import Tree
@@ -108,12 +113,27 @@ def _settle() -> None:
     allocator.trim()
 
 
+def _file_limit(source: FsspecSource | StreamSource, given: int | None) -> FileLimit | None:
+    """Return the limit on the repository's files: ``--max-refs-size`` if ``given``, else a
+    share of the default cap on a reference file (``DEFAULT_SHARE``)."""
+    if not isinstance(source, FsspecSource):
+        return None
+    return FileLimit(source.size, given or default_max_refs_size() // DEFAULT_SHARE)
+
+
 def _load_repository(
     config: MountConfig, source: FsspecSource | StreamSource, started: float
 ) -> Loaded:
-    """Open REFS as an Icechunk repository at the snapshot asked for, and build its tree."""
+    """Open REFS as an Icechunk repository at the snapshot asked for, and build its tree;
+    no file of it that Icechunk reads whole may be larger than ``_file_limit`` allows."""
     storage = StorageOptions(config.refs_options, config.s3_options).for_target(source.url)
-    repository = load_repository(source.url, config.version, config.authorize_containers, storage)
+    repository = load_repository(
+        source.url,
+        config.version,
+        config.authorize_containers,
+        storage,
+        _file_limit(source, config.max_refs_size),
+    )
     opened, references = repository.opened, repository.references
     if config.shared:
         check_local_containers(source.url, opened.authorized, LocalRoots(config.local_roots))

@@ -5,6 +5,7 @@ once (the mount never follows a branch afterwards)."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ import icechunk.credentials
 
 from refmount.config import REPOSITORY_ALL_CONTAINERS, RepositoryVersion
 from refmount.errors import ReferenceFormatError
+from refmount.formats.icechunk.layout import MANIFESTS, REPOSITORY_FILE, SNAPSHOTS, FileLimit
 from refmount.urls import protocol_of
 
 LOG_VARIABLE = "ICECHUNK_LOG"
@@ -45,14 +47,19 @@ def open_snapshot(
     version: RepositoryVersion,
     authorize: Sequence[str] = (),
     s3_options: Mapping[str, Any] | None = None,
+    limit: FileLimit | None = None,
 ) -> OpenedSnapshot:
     """Open the repository at ``url`` and resolve ``version`` to one snapshot.
 
     Raises ``ReferenceFormatError`` naming ``url`` when there is no repository, the version
-    does not exist, or a container to authorize is not one the repository declares.
+    does not exist, or a container to authorize is not one the repository declares; with a
+    ``limit``, naming the file when one that Icechunk would read whole (the repository
+    file, the snapshot's, its manifests) is larger than that.
     """
     quiet_library_logs()
     storage = repository_storage(url, s3_options or {})
+    if limit is not None:
+        limit.check(url, REPOSITORY_FILE)
     try:
         config = icechunk.Repository.fetch_config(storage)
     except icechunk.IcechunkError as error:
@@ -70,10 +77,30 @@ def open_snapshot(
             snapshot_id=version.snapshot,
         )
         snapshot_id = session.snapshot_id
+        if limit is not None:
+            limit.check(url, f"{SNAPSHOTS}/{snapshot_id}")
+            for manifest in repository.list_manifest_files(snapshot_id):
+                limit.check(url, f"{MANIFESTS}/{manifest.id}")
         written_at = repository.lookup_snapshot(snapshot_id).written_at.timestamp()
     except icechunk.IcechunkError as error:
         raise _problem(url, f"cannot open {version.describe()}", error) from error
     return OpenedSnapshot(url, session, snapshot_id, written_at, declared, authorized)
+
+
+RUNTIME_SETTLE = 0.05
+"""Seconds ``settle_runtime`` gives Icechunk's runtime threads after a failed call."""
+
+
+def settle_runtime() -> None:
+    """Let Icechunk's runtime threads finish with a call that failed before going on.
+
+    A failed async call of Icechunk (a corrupted manifest, say) leaves one of its threads
+    waiting for the GIL to drop the Python objects the call held (pyo3-async-runtimes'
+    task locals). A process that exits at once may be finalizing by then, and that drop
+    crashes it (SIGSEGV or SIGABRT instead of exit status 2). Sleeping releases the GIL, so
+    the waiting thread runs first; a mount that fails to load can spare the moment.
+    """
+    time.sleep(RUNTIME_SETTLE)
 
 
 def quiet_library_logs() -> None:
