@@ -19,7 +19,6 @@ from refmount.check.validate import arrays_of
 from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
 from refmount.formats.icechunk import FileLimit, load_repository
-from refmount.formats.icechunk.chunks import ChunkKind
 from refmount.formats.icechunk.containers import count_virtual_chunks
 from refmount.namespace.tree import Tree
 
@@ -64,8 +63,8 @@ def check_repository(
     summary.explicit_keys = len(list(references.keys()))
     summary.chunk_keys = sum(written.values())
     summary.chunk_positions = sum(grid.count for grid in references.grids)
-    kinds = references.count_by_kind()
-    summary.inline = kinds[ChunkKind.INLINE]
+    kinds = {kind.name.lower(): count for kind, count in references.count_by_kind().items()}
+    summary.inline = kinds["inline"]
     try:
         counts, homeless = asyncio.run(
             count_virtual_chunks(opened.session.store, list(written), opened.containers)
@@ -94,7 +93,7 @@ def check_repository(
         version.describe(),
         opened.snapshot_id,
         containers,
-        {kind.name.lower(): kinds[kind] for kind in ChunkKind},
+        kinds,
     )
     return summary
 

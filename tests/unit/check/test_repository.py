@@ -5,6 +5,8 @@ repository that cannot be opened at that version is malformed."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,14 +15,13 @@ from refmount.check import REPOSITORY_FORMAT, ContainerInfo, check_repository, f
 from refmount.config import RepositoryVersion
 from tests.support.icechunk_repos import BuiltRepository, build_repository, requires_icechunk
 
-pytestmark = requires_icechunk
-
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> BuiltRepository:
     return build_repository(tmp_path_factory.mktemp("check"))
 
 
+@requires_icechunk
 def test_the_snapshot_containers_chunks_and_arrays_are_summarised(built: BuiltRepository) -> None:
     summary = check_repository(str(built.path), RepositoryVersion(), [built.container])
     assert summary.format == REPOSITORY_FORMAT
@@ -46,6 +47,7 @@ def test_the_snapshot_containers_chunks_and_arrays_are_summarised(built: BuiltRe
     assert json.loads(json.dumps(document))["repository"]["snapshot"] == built.second
 
 
+@requires_icechunk
 def test_all_authorizes_every_container_and_leaves_no_warning(built: BuiltRepository) -> None:
     summary = check_repository(str(built.path), RepositoryVersion(tag="v1"), ["all"])
     assert summary.repository is not None
@@ -61,6 +63,7 @@ def test_all_authorizes_every_container_and_leaves_no_warning(built: BuiltReposi
     assert "chunks      15 of 18 positions: 5 native, 8 virtual, 2 inline" in text
 
 
+@requires_icechunk
 @pytest.mark.parametrize(
     ("version", "authorize", "problem"),
     [
@@ -80,6 +83,7 @@ def test_a_version_or_container_that_does_not_exist_is_malformed(
     assert "malformed: it cannot be mounted" in format_summary(summary)
 
 
+@requires_icechunk
 def test_virtual_chunks_in_no_declared_container_are_a_problem(tmp_path: Path) -> None:
     import icechunk
     import zarr
@@ -99,3 +103,13 @@ def test_virtual_chunks_in_no_declared_container_are_a_problem(tmp_path: Path) -
     [problem] = summary.problems
     assert problem.key == "a"
     assert "1 virtual chunks lie in no virtual chunk container" in problem.problem
+
+
+def test_check_imports_without_numpy_or_icechunk() -> None:
+    """``refmount check`` of a kerchunk set needs neither (no extra installed)."""
+    code = (
+        "import sys\n"
+        "sys.modules.update(numpy=None, icechunk=None, zarr=None)\n"
+        "import refmount.check, refmount.cli.check\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
