@@ -18,7 +18,7 @@ from refmount.check.summary import ContainerInfo, Problem, RepositoryInfo, Summa
 from refmount.check.validate import arrays_of
 from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
-from refmount.formats.icechunk import FileLimit, load_repository
+from refmount.formats.icechunk import ContainerOptions, FileLimit, load_repository
 from refmount.formats.icechunk.containers import count_virtual_chunks
 from refmount.namespace.tree import Tree
 
@@ -32,6 +32,7 @@ def check_repository(
     authorize: Sequence[str] = (),
     storage_options: Mapping[str, Any] | None = None,
     limit: FileLimit | None = None,
+    container_options: ContainerOptions | None = None,
 ) -> Summary:
     """Open the repository at ``url`` at ``version`` and summarise that snapshot.
 
@@ -42,7 +43,7 @@ def check_repository(
     """
     summary = Summary(url, REPOSITORY_FORMAT)
     try:
-        loaded = load_repository(url, version, authorize, storage_options, limit)
+        loaded = load_repository(url, version, authorize, storage_options, limit, container_options)
     except ReferenceFormatError as error:
         summary.malformed = True
         summary.problem(error.key, error.problem)

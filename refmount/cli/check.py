@@ -154,7 +154,8 @@ def check_main(argv: Sequence[str]) -> int:
         with out_of_memory_is_bad_input(refs, describe_limit):
             share = default_max_refs_size() // DEFAULT_SHARE
             limit = FileLimit(source.size, max_refs_size(args.max_refs_size) or share)
-            summary = check.check_repository(refs, version, authorize, storage, limit)
+            containers = StorageOptions(remote_options, s3).for_target
+            summary = check.check_repository(refs, version, authorize, storage, limit, containers)
         return _report(summary, as_json=args.json)
     if version.given or authorize:
         print(

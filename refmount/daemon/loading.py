@@ -133,6 +133,7 @@ def _load_repository(
         config.authorize_containers,
         storage,
         _file_limit(source, config.max_refs_size),
+        StorageOptions(config.remote_options, config.s3_options).for_target,
     )
     opened, references = repository.opened, repository.references
     if config.shared:

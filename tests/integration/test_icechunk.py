@@ -20,6 +20,7 @@ from tests.support.icechunk_repos import (
     RemoteRepository,
     build_remote_repository,
     build_repository,
+    build_s3_container_repository,
     open_remote_store,
     open_store,
     requires_icechunk,
@@ -242,3 +243,28 @@ def test_static_credentials_of_the_repository_come_from_target_options(
         remote.url, tmp_path / "mnt", *options, "--target-options", json.dumps(credentials)
     ) as mount:
         assert (mount.path / "small/c/0").read_bytes() == store_get(store, "small/c/0")
+
+
+@requires_icechunk
+@pytest.mark.s3
+def test_credentials_of_an_s3_container_come_from_remote_options(
+    s3_bucket: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    values = np.arange(4 * VIRTUAL_CHUNK, dtype="<i4")
+    s3_bucket.put("data/v.bin", values.tobytes())
+    repo, prefix = build_s3_container_repository(tmp_path, s3_bucket.endpoint_url, s3_bucket.name)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    credentials = {
+        "key": DUMMY_AWS_ENVIRONMENT["AWS_ACCESS_KEY_ID"],
+        "secret": DUMMY_AWS_ENVIRONMENT["AWS_SECRET_ACCESS_KEY"],
+    }
+    with mounted(
+        repo, tmp_path / "mnt", "--authorize-container", prefix, "--remote-options",
+        json.dumps({"s3": credentials}),
+    ) as mount:  # fmt: skip
+        assert (mount.path / "v/c/2").read_bytes() == values[
+            2 * VIRTUAL_CHUNK : 3 * VIRTUAL_CHUNK
+        ].tobytes()
+    with mounted(repo, tmp_path / "without", "--authorize-container", prefix) as mount:
+        assert read_errno(mount.path / "v/c/2") == errno.EIO  # no credentials in the environment

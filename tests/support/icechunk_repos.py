@@ -291,3 +291,36 @@ def open_remote_store(built: RemoteRepository) -> Any:
         },
     )
     return repository.readonly_session("main").store
+
+
+def build_s3_container_repository(base: Path, endpoint_url: str, bucket: str) -> tuple[Path, str]:
+    """Build a local repository whose array ``v``'s chunks lie in ``s3://bucket/data/`` on
+    the local S3 server (the caller puts the object ``data/v.bin``: ``VIRTUAL_CHUNK`` int32
+    values per chunk, 4 chunks); return its path and the container's prefix."""
+    import icechunk
+    import zarr
+    from icechunk.credentials import containers_credentials, s3_from_env_credentials
+
+    prefix = f"s3://{bucket}/data/"
+    config = icechunk.RepositoryConfig.default()
+    store = icechunk.s3_store(
+        region="us-east-1", endpoint_url=endpoint_url, allow_http=True, force_path_style=True
+    )
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, store))
+    path = base / "repo"
+    repository = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(path)),
+        config,
+        authorize_virtual_chunk_access=containers_credentials({prefix: s3_from_env_credentials()}),
+    )
+    session = repository.writable_session("main")
+    zarr.group(store=session.store).create_array(
+        "v", shape=(4 * VIRTUAL_CHUNK,), chunks=(VIRTUAL_CHUNK,), dtype="<i4", compressors=None
+    )
+    size = VIRTUAL_CHUNK * 4
+    for index in range(4):
+        session.store.set_virtual_ref(
+            f"v/c/{index}", prefix + "v.bin", offset=index * size, length=size
+        )
+    session.commit("s3 container")
+    return path, prefix

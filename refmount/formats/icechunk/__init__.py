@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
-from refmount.formats.icechunk.layout import DEFAULT_SHARE, FileLimit, is_repository
+from refmount.formats.icechunk.layout import (
+    DEFAULT_SHARE,
+    ContainerOptions,
+    FileLimit,
+    is_repository,
+)
 from refmount.model import ReferenceSource
 
 if TYPE_CHECKING:
@@ -41,10 +46,12 @@ def load_repository(
     authorize: Sequence[str] = (),
     s3_options: Mapping[str, Any] | None = None,
     limit: FileLimit | None = None,
+    container_options: ContainerOptions | None = None,
 ) -> LoadedRepository:
     """Load the snapshot ``version`` of the repository at ``url`` (``load.load_repository``;
-    ``s3_options`` are the storage options of ``url``, in s3fs's names, and ``limit`` the
-    largest file it may read whole: ``opening``); raises
+    ``s3_options`` are the storage options of ``url``, in s3fs's names, ``limit`` the
+    largest file it may read whole, ``container_options`` those of each container's prefix:
+    ``opening``); raises
     ``ReferenceFormatError`` in one line when the icechunk package is missing."""
     try:
         from refmount.formats.icechunk.load import load_repository as load
@@ -55,12 +62,13 @@ def load_repository(
             f"an Icechunk repository needs the icechunk package ({error}); "
             f"install it with: {INSTALL_HINT} (Python 3.12 or later)",
         ) from None
-    return load(url, version, authorize, s3_options, limit)
+    return load(url, version, authorize, s3_options, limit, container_options)
 
 
 __all__ = [
     "DEFAULT_SHARE",
     "INSTALL_HINT",
+    "ContainerOptions",
     "FileLimit",
     "is_repository",
     "is_repository_for",

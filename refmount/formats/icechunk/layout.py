@@ -4,8 +4,9 @@ and the limit on the size of the files Icechunk reads whole (``FileLimit``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from refmount.errors import too_large
 from refmount.model import ReferenceSource
@@ -54,6 +55,9 @@ reference file: Icechunk holds the file and what it decodes from it at once, and
 runtime's threads reserve address space of their own (under a 1 GiB address-space limit a
 400 MB snapshot file aborts the process inside Icechunk, a 250 MB one is refused cleanly).
 A ``--max-refs-size`` given applies as it is."""
+
+ContainerOptions = Callable[[str], Mapping[str, Any]]
+"""Returns the storage options (s3fs's names) of a virtual chunk container's URL prefix."""
 
 SizeOf = Callable[[str], int | None]
 """Returns the size of a file below the repository (``snapshots/ID``); None: unknown."""

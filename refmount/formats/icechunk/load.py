@@ -15,7 +15,7 @@ from zarr.core.buffer import default_buffer_prototype
 from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
 from refmount.formats.icechunk.chunks import ChunkBatch, ChunkTable
-from refmount.formats.icechunk.layout import FileLimit
+from refmount.formats.icechunk.layout import ContainerOptions, FileLimit
 from refmount.formats.icechunk.opening import (
     OpenedSnapshot,
     first_line,
@@ -43,13 +43,14 @@ def load_repository(
     authorize: Sequence[str] = (),
     s3_options: Mapping[str, Any] | None = None,
     limit: FileLimit | None = None,
+    container_options: ContainerOptions | None = None,
 ) -> LoadedRepository:
     """Open the repository at ``url`` at ``version`` and read its hierarchy and chunk tables.
 
     Raises ``ReferenceFormatError`` naming the repository (and the key, where one is at
     fault) when it cannot be opened or read, or holds metadata refmount cannot mount.
     """
-    opened = open_snapshot(url, version, authorize, s3_options, limit)
+    opened = open_snapshot(url, version, authorize, s3_options, limit, container_options)
     try:
         references = asyncio.run(read_snapshot(opened))
     except ReferenceFormatError:

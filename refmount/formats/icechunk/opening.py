@@ -15,7 +15,13 @@ import icechunk.credentials
 
 from refmount.config import REPOSITORY_ALL_CONTAINERS, RepositoryVersion
 from refmount.errors import ReferenceFormatError
-from refmount.formats.icechunk.layout import MANIFESTS, REPOSITORY_FILE, SNAPSHOTS, FileLimit
+from refmount.formats.icechunk.layout import (
+    MANIFESTS,
+    REPOSITORY_FILE,
+    SNAPSHOTS,
+    ContainerOptions,
+    FileLimit,
+)
 from refmount.urls import protocol_of
 
 LOG_VARIABLE = "ICECHUNK_LOG"
@@ -48,13 +54,16 @@ def open_snapshot(
     authorize: Sequence[str] = (),
     s3_options: Mapping[str, Any] | None = None,
     limit: FileLimit | None = None,
+    container_options: ContainerOptions | None = None,
 ) -> OpenedSnapshot:
     """Open the repository at ``url`` and resolve ``version`` to one snapshot.
 
     Raises ``ReferenceFormatError`` naming ``url`` when there is no repository, the version
     does not exist, or a container to authorize is not one the repository declares; with a
     ``limit``, naming the file when one that Icechunk would read whole (the repository
-    file, the snapshot's, its manifests) is larger than that.
+    file, the snapshot's, its manifests) is larger than that. ``container_options`` gives
+    the storage options of an authorized container's prefix (s3fs's names, as for
+    targets), which its credentials come from (``container_credentials``).
     """
     quiet_library_logs()
     storage = repository_storage(url, s3_options or {})
@@ -68,7 +77,10 @@ def open_snapshot(
     stores = {container.url_prefix: container.store for container in containers.values()}
     declared = tuple(sorted(stores))
     authorized = authorized_prefixes(url, declared, authorize)
-    access = {prefix: container_credentials(stores[prefix]) for prefix in authorized}
+    options = container_options or _no_options
+    access = icechunk.credentials.containers_credentials(  # each wrapped as Icechunk asks
+        {prefix: container_credentials(stores[prefix], options(prefix)) for prefix in authorized}
+    )
     try:
         repository = icechunk.Repository.open(storage, authorize_virtual_chunk_access=access)
         session = repository.readonly_session(
@@ -130,9 +142,12 @@ def authorized_prefixes(
     return tuple(sorted(set(authorize)))
 
 
-def container_credentials(store: object) -> object:
-    """Return the credentials a container's store is read with: the environment's for cloud
-    stores (as their own tools find them), none needed for local files and HTTP."""
+def container_credentials(store: object, options: Mapping[str, Any]) -> object:
+    """Return the credentials a container's store is read with: for S3, anonymous access
+    (``anon``) or static credentials (``key``, ``secret``, ``token``) when ``options`` (the
+    storage options of the container's prefix) give them, else the environment's chain; the
+    environment's for the other cloud stores (as their own tools find them); none needed
+    for local files and HTTP."""
     config = icechunk.ObjectStoreConfig
     if isinstance(store, config.LocalFileSystem):
         return icechunk.credentials.LocalFileSystemAccess
@@ -142,7 +157,21 @@ def container_credentials(store: object) -> object:
         return icechunk.credentials.gcs_from_env_credentials()
     if isinstance(store, config.Azure):
         return icechunk.credentials.azure_from_env_credentials()
+    if options.get("anon"):
+        return icechunk.credentials.s3_anonymous_credentials()
+    key, secret = options.get("key"), options.get("secret")
+    if key and secret:
+        token = options.get("token")
+        return icechunk.credentials.s3_static_credentials(
+            access_key_id=str(key),
+            secret_access_key=str(secret),
+            session_token=str(token) if token else None,
+        )
     return icechunk.credentials.s3_from_env_credentials()
+
+
+def _no_options(prefix: str) -> Mapping[str, Any]:
+    return {}
 
 
 def repository_storage(url: str, s3_options: Mapping[str, Any]) -> Any:
