@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from refmount.check.summary import ContainerInfo, Problem, RepositoryInfo, Summary
 from refmount.check.validate import arrays_of
@@ -20,7 +20,11 @@ from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
 from refmount.formats.icechunk import ContainerOptions, FileLimit, load_repository
 from refmount.formats.icechunk.containers import count_virtual_chunks
+from refmount.formats.icechunk.runtime import settle_runtime
 from refmount.namespace.tree import Tree
+
+if TYPE_CHECKING:
+    from refmount.formats.icechunk.load import LoadedRepository
 
 REPOSITORY_FORMAT = "icechunk"
 """``Summary.format`` of an Icechunk repository."""
@@ -48,13 +52,26 @@ def check_repository(
         summary.malformed = True
         summary.problem(error.key, error.problem)
         return summary
+    try:
+        _describe(summary, loaded, version)
+    finally:
+        settle_runtime()  # the command exits next
+    return summary
+
+
+def _describe(summary: Summary, loaded: LoadedRepository, version: RepositoryVersion) -> None:
+    """Fill ``summary`` with what ``loaded`` holds: arrays, chunks, containers."""
     opened, references = loaded.opened, loaded.references
 
     def invalid(error: ReferenceFormatError) -> None:
         summary.problem(error.key, error.problem)
 
     Tree.build(
-        references.keys(), references.grids, source=url, skip_invalid=True, on_invalid=invalid
+        references.keys(),
+        references.grids,
+        source=summary.source,
+        skip_invalid=True,
+        on_invalid=invalid,
     )
     written = {grid.array: references.chunks_written(n) for n, grid in enumerate(references.grids)}
     summary.arrays = [
@@ -71,9 +88,7 @@ def check_repository(
             count_virtual_chunks(opened.session.store, list(written), opened.containers)
         )
     except ValueError as error:
-        from refmount.formats.icechunk.opening import first_line, settle_runtime  # installed
-
-        settle_runtime()
+        from refmount.formats.icechunk.opening import first_line  # icechunk is installed
 
         summary.problem(None, f"cannot list the virtual chunks: {first_line(error)}")
         counts, homeless = dict.fromkeys(opened.containers, 0), {}
@@ -96,7 +111,6 @@ def check_repository(
         containers,
         kinds,
     )
-    return summary
 
 
 def _unauthorized(containers: Sequence[ContainerInfo]) -> list[str]:

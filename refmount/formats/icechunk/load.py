@@ -16,13 +16,9 @@ from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
 from refmount.formats.icechunk.chunks import ChunkBatch, ChunkTable
 from refmount.formats.icechunk.layout import ContainerOptions, FileLimit
-from refmount.formats.icechunk.opening import (
-    OpenedSnapshot,
-    first_line,
-    open_snapshot,
-    settle_runtime,
-)
+from refmount.formats.icechunk.opening import OpenedSnapshot, first_line, open_snapshot
 from refmount.formats.icechunk.references import ArrayChunks, IcechunkReferences
+from refmount.formats.icechunk.runtime import settle_runtime
 from refmount.formats.zarr_meta import ZARR_JSON, grid_for_key
 
 BATCH_SIZE = 100_000

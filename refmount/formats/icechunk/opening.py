@@ -5,7 +5,6 @@ once (the mount never follows a branch afterwards)."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,22 +96,6 @@ def open_snapshot(
     except icechunk.IcechunkError as error:
         raise _problem(url, f"cannot open {version.describe()}", error) from error
     return OpenedSnapshot(url, session, snapshot_id, written_at, declared, authorized)
-
-
-RUNTIME_SETTLE = 0.05
-"""Seconds ``settle_runtime`` gives Icechunk's runtime threads after a failed call."""
-
-
-def settle_runtime() -> None:
-    """Let Icechunk's runtime threads finish with a call that failed before going on.
-
-    A failed async call of Icechunk (a corrupted manifest, say) leaves one of its threads
-    waiting for the GIL to drop the Python objects the call held (pyo3-async-runtimes'
-    task locals). A process that exits at once may be finalizing by then, and that drop
-    crashes it (SIGSEGV or SIGABRT instead of exit status 2). Sleeping releases the GIL, so
-    the waiting thread runs first; a mount that fails to load can spare the moment.
-    """
-    time.sleep(RUNTIME_SETTLE)
 
 
 def quiet_library_logs() -> None:
