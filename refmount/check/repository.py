@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from refmount.check.summary import ContainerInfo, Problem, RepositoryInfo, Summary
-from refmount.check.validate import arrays_of
+from refmount.check.validate import arrays_of, served_as_stored
 from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
 from refmount.formats.icechunk import ContainerOptions, FileLimit, load_repository
@@ -37,13 +37,15 @@ def check_repository(
     storage_options: Mapping[str, Any] | None = None,
     limit: FileLimit | None = None,
     container_options: ContainerOptions | None = None,
+    decode_cache: int | None = None,
 ) -> Summary:
     """Open the repository at ``url`` at ``version`` and summarise that snapshot.
 
     A repository that cannot be opened or read (no repository, a missing or corrupted
     file, a version that does not exist, a container to authorize it does not declare) is
     ``malformed``, with the reason as its problem (as is one whose files Icechunk reads
-    whole are larger than ``limit`` allows).
+    whole are larger than ``limit`` allows). With ``decode_cache`` (the cache size of a
+    ``--decode`` mount), the arrays such a mount would serve as stored are listed.
     """
     summary = Summary(url, REPOSITORY_FORMAT)
     try:
@@ -56,6 +58,8 @@ def check_repository(
         _describe(summary, loaded, version)
     finally:
         settle_runtime()  # the command exits next
+    if decode_cache is not None:
+        summary.served_as_stored = served_as_stored(loaded.references, decode_cache)
     return summary
 
 

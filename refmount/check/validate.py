@@ -76,11 +76,16 @@ def check_references(
     )
     _count(references, summary, scan_progress, scan=not quick)
     if decode_cache is not None:
-        from refmount.decode.view import plan  # numcodecs, only when asked
-
-        stored = plan(references, decode_cache).stored
-        summary.served_as_stored = [(a.path, a.codec, a.reason) for a in stored]
+        summary.served_as_stored = served_as_stored(references, decode_cache)
     return summary
+
+
+def served_as_stored(references: ReferenceSet, decode_cache: int) -> list[tuple[str, str, str]]:
+    """Return the arrays a ``--decode`` mount with ``decode_cache`` serves as stored: each
+    one's path, codec and why."""
+    from refmount.decode.view import plan  # numcodecs, only when asked
+
+    return [(a.path, a.codec, a.reason) for a in plan(references, decode_cache).stored]
 
 
 def _count(

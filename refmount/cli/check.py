@@ -38,7 +38,8 @@ snapshot that --branch (default main), --tag or --snapshot resolves to, the virt
 containers the repository declares, whether --authorize-container authorizes each and how
 many chunks point into it, the chunks by kind (inline, native, virtual) and the arrays.
 Chunks that point into a container not authorized are a warning (a mount would answer
-their reads with EACCES).
+their reads with EACCES). --decode applies; --quick and --sizes do not (the manifests give
+every chunk's size).
 """
 
 CHECK_EPILOG = """\
@@ -76,7 +77,9 @@ def build_check_parser() -> argparse.ArgumentParser:
         epilog=CHECK_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("refs", metavar="REFS", help="reference file, directory or URL")
+    parser.add_argument(
+        "refs", metavar="REFS", help="reference file, directory or URL, or an Icechunk repository"
+    )
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -155,7 +158,10 @@ def check_main(argv: Sequence[str]) -> int:
             share = default_max_refs_size() // DEFAULT_SHARE
             limit = FileLimit(source.size, max_refs_size(args.max_refs_size) or share)
             containers = StorageOptions(remote_options, s3).for_target
-            summary = check.check_repository(refs, version, authorize, storage, limit, containers)
+            decode_cache = cache_size if args.decode else None
+            summary = check.check_repository(
+                refs, version, authorize, storage, limit, containers, decode_cache
+            )
         return _report(summary, as_json=args.json)
     if version.given or authorize:
         print(

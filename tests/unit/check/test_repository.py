@@ -54,6 +54,9 @@ def test_all_authorizes_every_container_and_leaves_no_warning(built: BuiltReposi
     assert summary.repository.snapshot == built.first
     assert all(container.authorized for container in summary.repository.containers)
     assert summary.warnings == []
+    assert summary.served_as_stored is None  # not asked
+    decoded = check_repository(str(built.path), RepositoryVersion(), ["all"], decode_cache=1 << 30)
+    assert decoded.served_as_stored == []  # every array of it decodes
     text = format_summary(summary)
     assert text.splitlines()[:2] == [
         f"{built.path}: Icechunk repository",
