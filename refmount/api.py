@@ -214,6 +214,11 @@ def mount(
     relative target paths are refused unless ``base=`` gives the directory or URL they are
     relative to; every node's mtime is the time of the mount.
 
+    ``refs`` may also be an Icechunk repository (a local directory, or an ``s3://`` URL),
+    mounted at the snapshot that ``branch=`` (default ``"main"``), ``tag=`` or ``snapshot=``
+    resolves to at mount time; ``authorize_container=[...]`` lists the prefixes of the
+    virtual chunk containers it may read (``["all"]``: every one it declares).
+
     ``mountpoint`` is an empty directory; None makes a private temporary one, removed after
     unmounting. The keyword ``options`` are the command's long options, with ``_`` for ``-``
     (``cache_size="2G"``, ``remote_options={"anon": True}``, ``timeout="10s"``,

@@ -126,6 +126,9 @@ FORMATS = ("auto", "kerchunk", "icechunk")
 """``--format``: ``auto`` recognises an Icechunk repository by its layout and takes anything
 else for a kerchunk reference set; the other two force one or the other."""
 
+REPOSITORY_ONLY = "--branch, --tag, --snapshot and --authorize-container"
+"""The options that only an Icechunk repository takes."""
+
 REPOSITORY_ALL_CONTAINERS = "all"
 """``--authorize-container all``: every virtual chunk container the repository declares."""
 

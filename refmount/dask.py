@@ -73,10 +73,12 @@ class RefmountPlugin(NannyPlugin):
     """Mount ``refs`` on ``mountpoint`` on every host of the cluster, once per host.
 
     ``refs`` and the keyword ``options`` are those of ``refmount.mount()`` (a path, URL or
-    in-memory set; ``cache_size=``, ``remote_options=``, ...; an unknown keyword is a
-    ``TypeError`` here, on the client). Register it with ``client.register_plugin(...)``:
-    nannies that exist mount at once, new ones before they start their worker. A worker's
-    restart leaves the mount alone; the mount goes when the host's last nanny closes.
+    in-memory set, or an Icechunk repository with ``branch=``, ``tag=`` or ``snapshot=`` and
+    ``authorize_container=[...]``; ``cache_size=``, ``remote_options=``, ...; an unknown
+    keyword is a ``TypeError`` here, on the client). Register it with
+    ``client.register_plugin(...)``: nannies that exist mount at once, new ones before they
+    start their worker. A worker's restart leaves the mount alone; the mount goes when the
+    host's last nanny closes.
     """
 
     idempotent = True

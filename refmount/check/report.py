@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from refmount.check.summary import UNREADABLE, Summary
+from refmount.check.summary import UNREADABLE, RepositoryInfo, Summary
 from refmount.fuse.stats import human_bytes
 
 
@@ -11,11 +11,13 @@ def format_summary(summary: Summary) -> str:
     if summary.format == UNREADABLE:
         lines = [f"{summary.source}: cannot be read, so it cannot be mounted"]
     else:
-        kind = "Parquet" if summary.format == "parquet" else "JSON"
-        lines = [f"{summary.source}: {kind} reference set"]
+        kind = _KINDS.get(summary.format, "JSON reference set")
+        lines = [f"{summary.source}: {kind}"]
     if summary.malformed:
         if summary.format != UNREADABLE:
             lines.append("malformed: it cannot be mounted")
+    elif summary.repository is not None:
+        lines.extend(_repository(summary, summary.repository))
     else:
         lines.extend(_contents(summary))
     if summary.warnings:
@@ -42,6 +44,40 @@ def format_summary(summary: Summary) -> str:
     return "\n".join(lines)
 
 
+_KINDS = {"parquet": "Parquet reference set", "icechunk": "Icechunk repository"}
+"""How the report's first line names each ``Summary.format`` (else: a JSON set)."""
+
+
+def _repository(summary: Summary, repository: RepositoryInfo) -> list[str]:
+    """Return the lines of a repository that opened: snapshot, containers, chunks, arrays."""
+    lines = [
+        f"{'snapshot':<12}{repository.snapshot} ({repository.version})",
+        f"{'containers':<12}{len(repository.containers):,} virtual chunk containers declared",
+    ]
+    for container in repository.containers:
+        state = "authorized" if container.authorized else "not authorized"
+        lines.append(f"  {container.prefix}  {state}  {container.chunks:,} chunks point into it")
+    kinds = repository.chunk_kinds
+    lines.append(
+        f"{'chunks':<12}{summary.chunk_keys or 0:,} of {summary.chunk_positions:,} positions: "
+        + ", ".join(f"{count:,} {kind}" for kind, count in kinds.items())
+    )
+    return [*lines, *_array_lines(summary)]
+
+
+def _array_lines(summary: Summary) -> list[str]:
+    """Return the count of arrays, then one line for each: shape, chunks, dtype, chunks."""
+    lines = [f"{'arrays':<12}{len(summary.arrays):,}"]
+    for array in summary.arrays:
+        present = "?" if array.present is None else f"{array.present:,}"
+        lines.append(
+            f"  {array.path or '(root)'}  v{array.zarr_format}  shape {list(array.shape)}  "
+            f"chunks {list(array.chunks)}  dtype {array.dtype}  "
+            f"{present} of {array.chunk_count:,} chunks"
+        )
+    return lines
+
+
 def _contents(summary: Summary) -> list[str]:
     """Return the lines of a set that loaded: keys, arrays, targets, references, total."""
     keys = f"{summary.explicit_keys:,} explicit"
@@ -53,14 +89,7 @@ def _contents(summary: Summary) -> list[str]:
         keys = f"{keys} (metadata) + {chunks}"
     else:
         keys = f"{keys}, of which {summary.chunk_keys or 0:,} are array chunks"
-    lines = [f"{'keys':<12}{keys}", f"{'arrays':<12}{len(summary.arrays):,}"]
-    for array in summary.arrays:
-        present = "?" if array.present is None else f"{array.present:,}"
-        lines.append(
-            f"  {array.path or '(root)'}  v{array.zarr_format}  shape {list(array.shape)}  "
-            f"chunks {list(array.chunks)}  dtype {array.dtype}  "
-            f"{present} of {array.chunk_count:,} chunks"
-        )
+    lines = [f"{'keys':<12}{keys}", *_array_lines(summary)]
     lines.append(f"{'targets':<12}{len(summary.targets):,}")
     for target in sorted(summary.targets.values(), key=lambda t: -t.references):
         amount = "size unknown" if target.bytes is None else human_bytes(target.bytes)

@@ -75,6 +75,37 @@ class TargetInfo:
         return self.range_bytes + self.whole * (self.size or 0)
 
 
+@dataclass(frozen=True, slots=True)
+class ContainerInfo:
+    """One virtual chunk container an Icechunk repository declares: its URL prefix, whether
+    the mount may read it (``--authorize-container``), and how many chunks point into it."""
+
+    prefix: str
+    authorized: bool
+    chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryInfo:
+    """What is particular to an Icechunk repository: the snapshot resolved (and what was
+    asked for: ``branch main``), its containers, and its chunks by kind (inline, native,
+    virtual)."""
+
+    version: str
+    snapshot: str
+    containers: list[ContainerInfo]
+    chunk_kinds: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the repository's part of ``refmount check --json``."""
+        return {
+            "version": self.version,
+            "snapshot": self.snapshot,
+            "containers": [dataclasses.asdict(container) for container in self.containers],
+            "chunks": dict(self.chunk_kinds),
+        }
+
+
 UNREADABLE = "unreadable"
 """``Summary.format`` of a set that could not be read at all (missing, no permission...)."""
 
@@ -104,6 +135,8 @@ class Summary:
     served_as_v3: list[tuple[str, str, str]] | None = None
     """With ``--zarr-format 2``: the v3 arrays the v2 view serves as stored (path, what stands
     in the way, reason)."""
+    repository: RepositoryInfo | None = None
+    """For an Icechunk repository that opened: its snapshot, containers and chunk kinds."""
 
     @property
     def ok(self) -> bool:
@@ -176,6 +209,7 @@ class Summary:
             "total_bytes": self.total_bytes,
             "problems": [{"key": p.key, "problem": p.problem} for p in self.problems],
             "warnings": list(self.warnings),
+            **({} if self.repository is None else {"repository": self.repository.to_json()}),
             **(
                 {}
                 if self.served_as_stored is None

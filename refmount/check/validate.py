@@ -90,11 +90,16 @@ def check_references(
         summary.served_as_v3 = [(a.path, a.codec, a.reason) for a in view.stored]
         references = Zarr2References(references, view)
     if decode_cache is not None:
-        from refmount.decode.view import plan  # numcodecs, only when asked
-
-        stored = plan(references, decode_cache).stored
-        summary.served_as_stored = [(a.path, a.codec, a.reason) for a in stored]
+        summary.served_as_stored = served_as_stored(references, decode_cache)
     return summary
+
+
+def served_as_stored(references: ReferenceSet, decode_cache: int) -> list[tuple[str, str, str]]:
+    """Return the arrays a ``--decode`` mount with ``decode_cache`` serves as stored: each
+    one's path, codec and why."""
+    from refmount.decode.view import plan  # numcodecs, only when asked
+
+    return [(a.path, a.codec, a.reason) for a in plan(references, decode_cache).stored]
 
 
 def _count(
@@ -102,7 +107,7 @@ def _count(
 ) -> None:
     """Count the arrays, the explicit keys and the chunks present of each array (a Parquet
     set's by reading every row when ``scan``; else they are not counted)."""
-    arrays = _arrays(references, summary)
+    arrays = arrays_of(references, summary)
     summary.explicit_keys, present = _count_explicit(
         references, summary, {array.path for array in arrays}
     )
@@ -119,7 +124,7 @@ def _count(
     ]
 
 
-def _arrays(references: ReferenceSet, summary: Summary) -> list[ArrayInfo]:
+def arrays_of(references: ReferenceSet, summary: Summary) -> list[ArrayInfo]:
     """Return the arrays that the set's metadata keys describe; malformed ones are problems."""
     arrays: list[ArrayInfo] = []
     keys = references.keys()  # a ReferenceSet is not a mapping

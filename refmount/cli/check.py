@@ -8,10 +8,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from refmount.cli.options import (
     absolute,
     check_values,
+    format_choice,
     json_object,
     max_refs_size,
     s3_options,
@@ -19,22 +21,33 @@ from refmount.cli.options import (
     zarr_format,
 )
 from refmount.cli.status import EXIT_BAD_INPUT, EXIT_OK, usage_error
-from refmount.config import ReadConfig, parse_size
+from refmount.config import REPOSITORY_ONLY, ReadConfig, RepositoryVersion, parse_size
 from refmount.errors import ReferenceFormatError, out_of_memory_is_bad_input
 from refmount.ops.logs import ProgressReporter, setup_logging
 from refmount.ops.memory import default_max_refs_size, describe_limit
+
+if TYPE_CHECKING:
+    from refmount.check import Summary
 
 CHECK_DESCRIPTION = """\
 Validate a reference set without mounting it: load it as a mount would, but collect every
 problem (each with its key) instead of stopping at the first, and summarise the set: keys,
 arrays (shape, chunks, dtype), targets and the bytes referenced.
+
+For an Icechunk repository (REPO: recognised by its layout, or --format icechunk), the
+snapshot that --branch (default main), --tag or --snapshot resolves to, the virtual chunk
+containers the repository declares, whether --authorize-container authorizes each and how
+many chunks point into it, the chunks by kind (inline, native, virtual) and the arrays.
+Chunks that point into a container not authorized are a warning (a mount would answer
+their reads with EACCES). --decode applies; --quick and --sizes do not (the manifests give
+every chunk's size).
 """
 
 CHECK_EPILOG = """\
 -o accepts the mount's options; those that concern reading REFS and its targets apply
 (remote_protocol, remote_options, target_options, target, s3_endpoint_url, s3_region,
-s3_anon, s3_requester_pays), and decode, cache_size and zarr_format; the others are
-ignored.
+s3_anon, s3_requester_pays), and decode, cache_size, zarr_format, format, branch, tag,
+snapshot and authorize_container; the others are ignored.
 
 exit status: 0 no problems, 2 the set is malformed or has problems (or bad arguments).
 """
@@ -49,6 +62,10 @@ _CHECK_OPTIONS = frozenset(
         "decode",
         "cache_size",
         "zarr_format",
+        "format",
+        "branch",
+        "tag",
+        "snapshot",
     }
 )
 """The mount's ``-o`` options that ``refmount check`` applies (besides the S3 shortcuts)."""
@@ -62,7 +79,9 @@ def build_check_parser() -> argparse.ArgumentParser:
         epilog=CHECK_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("refs", metavar="REFS", help="reference file, directory or URL")
+    parser.add_argument(
+        "refs", metavar="REFS", help="reference file, directory or URL, or an Icechunk repository"
+    )
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -95,6 +114,16 @@ def build_check_parser() -> argparse.ArgumentParser:
         help="2: list the v3 arrays a --zarr-format 2 mount would serve as stored (v3), and "
         "why (sharded arrays among them)",
     )
+    parser.add_argument("--format", metavar="FORMAT", help="as for mounting")
+    parser.add_argument("--branch", metavar="NAME", help="Icechunk: check the tip of this branch")
+    parser.add_argument("--tag", metavar="NAME", help="Icechunk: check the snapshot of this tag")
+    parser.add_argument("--snapshot", metavar="ID", help="Icechunk: check this snapshot")
+    parser.add_argument(
+        "--authorize-container",
+        metavar="PREFIX",
+        action="append",
+        help="Icechunk: as for mounting; check says which containers it authorizes",
+    )
     return parser
 
 
@@ -103,8 +132,11 @@ def check_main(argv: Sequence[str]) -> int:
     parser = build_check_parser()
     args = parser.parse_args(argv)
     try:
-        words = take_options(args, _CHECK_OPTIONS)
+        words = take_options(args, _CHECK_OPTIONS | {"authorize_container"})
         check_values(args, words.s3)
+        format_name = format_choice(args.format)
+        version = RepositoryVersion(args.branch, args.tag, args.snapshot)
+        authorize = tuple((args.authorize_container or []) + words.containers)
         target_options = json_object("--target-options", args.target_options)
         remote_options = json_object("--remote-options", args.remote_options)
         cap = max_refs_size(args.max_refs_size) or default_max_refs_size()
@@ -117,6 +149,7 @@ def check_main(argv: Sequence[str]) -> int:
 
     from refmount import check
     from refmount.formats import LoadOptions
+    from refmount.formats.icechunk import DEFAULT_SHARE, FileLimit, is_repository_for
     from refmount.store.options import StorageOptions
     from refmount.store.sources import FsspecSource
     from refmount.store.store import Store
@@ -127,6 +160,23 @@ def check_main(argv: Sequence[str]) -> int:
         source = FsspecSource(refs, StorageOptions(target_options, s3), cap)
     except (OSError, ValueError, ImportError) as error:
         print(f"refmount: error: {refs}: cannot open: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if is_repository_for(format_name, source):
+        storage = StorageOptions(target_options, s3).for_target(refs)
+        with out_of_memory_is_bad_input(refs, describe_limit):
+            share = default_max_refs_size() // DEFAULT_SHARE
+            limit = FileLimit(source.size, max_refs_size(args.max_refs_size) or share)
+            containers = StorageOptions(remote_options, s3).for_target
+            decode_cache = cache_size if args.decode else None
+            summary = check.check_repository(
+                refs, version, authorize, storage, limit, containers, decode_cache
+            )
+        return _report(summary, as_json=args.json)
+    if version.given or authorize:
+        print(
+            f"refmount: error: {refs}: {REPOSITORY_ONLY} apply only to an Icechunk repository",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     options = LoadOptions(
         target=None if args.target is None else absolute(args.target),
@@ -151,8 +201,15 @@ def check_main(argv: Sequence[str]) -> int:
         return EXIT_BAD_INPUT
     if args.sizes and not summary.malformed:
         trio.run(check.ask_sizes, summary, Store(StorageOptions(remote_options, s3)).size)
-    if args.json:
+    return _report(summary, as_json=args.json)
+
+
+def _report(summary: Summary, *, as_json: bool) -> int:
+    """Print ``summary`` (as JSON if asked); return the exit status it calls for."""
+    from refmount.check import format_summary
+
+    if as_json:
         print(json.dumps(summary.to_json(), indent=2))
     else:
-        print(check.format_summary(summary))
+        print(format_summary(summary))
     return EXIT_OK if summary.ok else EXIT_BAD_INPUT

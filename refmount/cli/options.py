@@ -258,7 +258,7 @@ def parse_args(argv: Sequence[str]) -> MountCommand:
             decode=bool(args.decode),
             base=None if args.base is None else absolute(args.base),
             fetcher=_fetcher(args.fetcher),
-            format=_format(args.format),
+            format=format_choice(args.format),
             version=RepositoryVersion(args.branch, args.tag, args.snapshot),
             authorize_containers=tuple((args.authorize_container or []) + words.containers),
             zarr_format=zarr_format(args.zarr_format),
@@ -286,7 +286,9 @@ def zarr_format(value: str | None) -> int | None:
     return int(value)
 
 
-def _format(name: str | None) -> str:
+def format_choice(name: str | None) -> str:
+    """Return the ``--format`` asked for (None: ``auto``); raise ``ValueError`` for a name
+    that is not one of ``FORMATS``."""
     if name is None:
         return "auto"
     if name not in FORMATS:

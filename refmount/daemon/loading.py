@@ -13,10 +13,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from refmount.config import STDIN_REFS, MountConfig
+from refmount.config import REPOSITORY_ONLY, STDIN_REFS, MountConfig
 from refmount.errors import ReferenceFormatError, out_of_memory_is_bad_input
 from refmount.formats import LoadOptions, load
-from refmount.formats.icechunk import is_repository, load_repository
+from refmount.formats.icechunk import (
+    DEFAULT_SHARE,
+    FileLimit,
+    is_repository_for,
+    load_repository,
+)
 from refmount.formats.options import Progress
 from refmount.model import Inline, ReferenceSet
 from refmount.namespace.tree import Tree
@@ -29,10 +34,6 @@ from refmount.zarr2.view import Decodes, zarr2_view
 
 log = logging.getLogger("refmount.daemon")
 """One logger for the daemon's lines, whichever module says them (``refmount.daemon:``)."""
-
-
-REPOSITORY_ONLY = "--branch, --tag, --snapshot and --authorize-container"
-"""The options that only an Icechunk repository takes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +68,7 @@ def load_references(config: MountConfig, progress: Progress | None = None) -> Lo
             source = FsspecSource(config.refs, storage, cap)
     except (OSError, ValueError, ImportError) as error:
         raise ReferenceFormatError(config.refs, None, f"cannot open: {error}") from error
-    if _is_repository(config, source):
+    if is_repository_for(config.format, source):
         with out_of_memory_is_bad_input(source.url, describe_limit):
             return _load_repository(config, source, started)
     if config.version.given or config.authorize_containers:
@@ -135,22 +136,27 @@ def _settle() -> None:
     allocator.trim()
 
 
-def _is_repository(config: MountConfig, source: FsspecSource | StreamSource) -> bool:
-    """Return True when REFS is to be mounted as an Icechunk repository (``--format``)."""
-    if config.format != "auto":
-        return config.format == "icechunk"
-    try:
-        return is_repository(source)
-    except (OSError, ValueError):
-        return False
+def _file_limit(source: FsspecSource | StreamSource, given: int | None) -> FileLimit | None:
+    """Return the limit on the repository's files: ``--max-refs-size`` if ``given``, else a
+    share of the default cap on a reference file (``DEFAULT_SHARE``)."""
+    if not isinstance(source, FsspecSource):
+        return None
+    return FileLimit(source.size, given or default_max_refs_size() // DEFAULT_SHARE)
 
 
 def _load_repository(
     config: MountConfig, source: FsspecSource | StreamSource, started: float
 ) -> Loaded:
-    """Open REFS as an Icechunk repository at the snapshot asked for, and build its tree."""
+    """Open REFS as an Icechunk repository at the snapshot asked for, and build its tree;
+    no file of it that Icechunk reads whole may be larger than ``_file_limit`` allows."""
+    storage = StorageOptions(config.refs_options, config.s3_options).for_target(source.url)
     repository = load_repository(
-        source.url, config.version, config.authorize_containers, config.s3_options
+        source.url,
+        config.version,
+        config.authorize_containers,
+        storage,
+        _file_limit(source, config.max_refs_size),
+        StorageOptions(config.remote_options, config.s3_options).for_target,
     )
     opened, references = repository.opened, repository.references
     if config.shared:

@@ -22,6 +22,7 @@ from refmount.daemon.fuse_options import fuse_options
 from refmount.daemon.loading import Loaded
 from refmount.daemon.mountpoint import MOUNTINFO, check_mountpoint
 from refmount.errors import MountError
+from refmount.formats.icechunk.runtime import settle_runtime
 from refmount.fuse.adapter import InFlight
 from refmount.ops import allocator, kernel_tuning, notify
 from refmount.read.reader import Reader
@@ -104,6 +105,8 @@ def mount_and_serve(
         log.info("unmounting %s", mountpoint)
         notify.stopping(f"unmounting {mountpoint}")
         pyfuse3.close(unmount=True)
+        if loaded.chunk_store is not None:
+            settle_runtime()  # the process exits next: Icechunk's threads finish first
 
 
 def tune_kernel(

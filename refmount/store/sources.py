@@ -106,6 +106,17 @@ class FsspecSource:
         except IsADirectoryError as error:
             raise FileNotFoundError(path) from error
 
+    def size(self, relative: str) -> int | None:
+        """Return the size in bytes of ``relative`` below the source, as the store reports
+        it; None when it does not exist, or the store gives no size or cannot be asked (no
+        credentials: botocore's error is no ``OSError``), which the reader then reports."""
+        path = f"{self._path.rstrip('/')}/{relative}"
+        try:
+            size = self._fs.size(path)
+        except Exception:  # noqa: BLE001 - the read that needs the file will say
+            return None
+        return size if isinstance(size, int) else None
+
     def mtime(self) -> float | None:
         """Return the source's modification time in seconds, if the store reports one."""
         path = self._path

@@ -13,12 +13,20 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import refmount
 from refmount.errors import BadInputError, RefmountError, StartError
 from tests.support import datasets
-from tests.support.mounting import is_mounted, refmount_command, requires_fuse, unmount
+from tests.support.icechunk_repos import build_repository, open_store, requires_icechunk, store_get
+from tests.support.mounting import (
+    is_mounted,
+    read_errno,
+    refmount_command,
+    requires_fuse,
+    unmount,
+)
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 
@@ -168,3 +176,26 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return status.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@requires_icechunk
+def test_a_repository_mounts_at_the_version_and_containers_asked_for(tmp_path: Path) -> None:
+    import errno
+
+    import zarr
+
+    built = build_repository(tmp_path / "built")
+    store = open_store(built, built.first, (built.container,))
+    with refmount.mount(
+        built.path, tag="v1", authorize_container=[built.container], xattr=True
+    ) as mount:
+        assert os.getxattr(mount.path, "user.refmount.snapshot") == built.first.encode()
+        assert (mount.path / "small/c/0").read_bytes() == store_get(store, "small/c/0")
+        values = zarr.open_array(str(mount.path / "virtual/v"), mode="r")[...]
+        np.testing.assert_array_equal(values, built.arrays[built.first]["virtual/v"])
+        assert read_errno(mount.path / "virtual/w/c/0") == errno.EACCES
+    with pytest.raises(BadInputError) as caught:
+        refmount.mount(built.path, branch="nope")
+    assert str(caught.value).startswith(f"{built.path}: cannot open branch nope")
+    with pytest.raises(BadInputError, match="give at most one of --branch, --tag"):
+        refmount.mount(built.path, branch="dev", snapshot=built.first)

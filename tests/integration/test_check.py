@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.datasets import json_v0, json_v1
+from tests.support.icechunk_repos import build_repository, requires_icechunk
 from tests.support.mounting import mounted, refmount_command, requires_fuse
 
 
@@ -115,3 +116,44 @@ def test_check_warns_of_a_parquet_record_file_without_the_raw_column(tmp_path: P
     assert "warnings    1" in result.stdout
     assert f"{root}/x/refs.0.parq: columns are path, offset, size, not path" in result.stdout
     assert "problems    none" in result.stdout
+
+
+@requires_icechunk
+def test_a_repository_lists_its_snapshot_containers_and_chunks(tmp_path: Path) -> None:
+    built = build_repository(tmp_path)
+    result = run("check", "-o", f"authorize_container={built.container}", str(built.path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [
+        f"{built.path}: Icechunk repository",
+        f"snapshot    {built.second} (branch main)",
+    ]
+    assert f"  {built.container}  authorized  4 chunks point into it" in lines
+    assert f"  {built.other_container}  not authorized  4 chunks point into it" in lines
+    assert "chunks      15 of 18 positions: 5 native, 8 virtual, 2 inline" in lines
+    assert "  small  v3  shape [4]  chunks [2]  dtype uint8  2 of 2 chunks" in lines
+    warning = next(line for line in lines if "may not read" in line)
+    assert f"--authorize-container {built.other_container}" in warning
+    assert lines[-1] == "problems    none"
+    document = json.loads(run("check", "--json", "--tag", "v1", str(built.path)).stdout)
+    assert document["repository"]["snapshot"] == built.first
+    assert document["repository"]["chunks"] == {"native": 5, "virtual": 8, "inline": 2}
+
+
+@requires_icechunk
+def test_a_repository_at_a_version_that_does_not_exist_exits_2(tmp_path: Path) -> None:
+    built = build_repository(tmp_path)
+    result = run("check", "--branch", "nope", str(built.path))
+    assert result.returncode == 2
+    assert "cannot open branch nope" in result.stdout
+    both = run("check", "--branch", "dev", "--tag", "v1", str(built.path))
+    assert both.returncode == 2
+    assert "give at most one of --branch, --tag and --snapshot" in both.stderr
+    refs = tmp_path / "refs.json"
+    refs.write_text(json.dumps({"a": "x"}))
+    kerchunk = run("check", "--tag", "v1", str(refs))
+    assert kerchunk.returncode == 2
+    assert kerchunk.stderr.strip() == (
+        f"refmount: error: {refs}: --branch, --tag, --snapshot and --authorize-container "
+        "apply only to an Icechunk repository"
+    )

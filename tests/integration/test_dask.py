@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.integration import sources
+from tests.support.icechunk_repos import build_repository, requires_icechunk
 from tests.support.mounting import requires_fuse, unmount
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
@@ -167,3 +168,36 @@ def test_unknown_keyword_is_refused_on_the_client(tmp_path: Path) -> None:
 
     with pytest.raises(TypeError, match="cache_sise"):
         RefmountPlugin(tmp_path / "refs.json", tmp_path / "mnt", cache_sise="1G")
+
+
+@requires_icechunk
+def test_workers_read_a_repository_through_the_plugins_mount(tmp_path: Path) -> None:
+    from refmount.dask import RefmountPlugin
+
+    built = build_repository(tmp_path / "built")
+    expected = built.arrays[built.dev]
+    mountpoint = tmp_path / "mnt"
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        plugin = RefmountPlugin(built.path, mountpoint, branch="dev", authorize_container=["all"])
+        client.register_plugin(plugin)
+        assert refmounts_on(mountpoint) == 1
+        paths = sorted(expected)
+        futures = client.map(read_array, [str(mountpoint)] * len(paths), paths, pure=False)
+        for path, got in zip(paths, client.gather(futures), strict=True):
+            np.testing.assert_array_equal(got, expected[path], err_msg=path)
+    deadline = time.monotonic() + 60
+    while refmounts_on(mountpoint) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert refmounts_on(mountpoint) == 0
+
+
+def read_array(mountpoint: str, path: str) -> Any:
+    """A task: one array of a mounted repository, read with zarr-python in a worker."""
+    import zarr
+
+    return zarr.open_array(f"{mountpoint}/{path}", mode="r")[...]

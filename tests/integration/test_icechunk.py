@@ -5,6 +5,7 @@ version serves its own snapshot, and Icechunk's refusals reach readers as errnos
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -14,8 +15,13 @@ import pytest
 
 from tests.support.icechunk_repos import (
     ICECHUNK_MISSING,
+    VIRTUAL_CHUNK,
     BuiltRepository,
+    RemoteRepository,
+    build_remote_repository,
     build_repository,
+    build_s3_container_repository,
+    open_remote_store,
     open_store,
     requires_icechunk,
     store_get,
@@ -23,6 +29,7 @@ from tests.support.icechunk_repos import (
     touch_later,
 )
 from tests.support.mounting import mounted, read_errno, refmount_command, requires_fuse
+from tests.support.servers import DUMMY_AWS_ENVIRONMENT, RangeHTTPServer, S3Bucket
 
 pytestmark = [pytest.mark.fuse, requires_fuse]
 
@@ -138,3 +145,126 @@ def test_without_the_package_a_repository_is_refused(tmp_path: Path) -> None:
     assert len(lines) == 1
     assert lines[0].startswith(f"refmount: error: {repo}: an Icechunk repository needs")
     assert "pip install 'refmount[icechunk]'" in lines[0]
+
+
+@pytest.fixture
+def remote(s3_bucket: S3Bucket, http_server: RangeHTTPServer) -> RemoteRepository:
+    return build_remote_repository(s3_bucket.endpoint_url, s3_bucket.name, "repo", http_server)
+
+
+@requires_icechunk
+@pytest.mark.s3
+@pytest.mark.http
+def test_a_repository_on_s3_with_chunks_on_http_serves_icechunks_bytes(
+    remote: RemoteRepository, s3_bucket: S3Bucket, tmp_path: Path
+) -> None:
+    store = open_remote_store(remote)
+    keys = store_keys(store)
+    endpoint = f"s3_endpoint_url={s3_bucket.endpoint_url}"
+    with mounted(
+        remote.url, tmp_path / "mnt", "-o", endpoint, "--authorize-container", "all"
+    ) as mount:
+        assert files_below(mount.path) == sorted(keys)
+        for key in keys:
+            data = store_get(store, key)
+            assert (mount.path / key).stat().st_size == len(data), key
+            assert (mount.path / key).read_bytes() == data, key
+        read_with_zarr(mount.path, remote.arrays)
+    check = subprocess.run(
+        refmount_command(
+            "check", "-o", endpoint, "--authorize-container", remote.container, remote.url
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert f"  {remote.container}  authorized  4 chunks point into it" in check.stdout
+    assert f"  {remote.other_container}  not authorized  4 chunks point into it" in check.stdout
+
+
+@requires_icechunk
+@pytest.mark.s3
+@pytest.mark.http
+def test_a_changed_http_target_is_eio_and_an_unauthorized_container_eacces(
+    remote: RemoteRepository,
+    s3_bucket: S3Bucket,
+    http_server: RangeHTTPServer,
+    tmp_path: Path,
+) -> None:
+    with mounted(
+        remote.url,
+        tmp_path / "mnt",
+        "-o",
+        f"s3_endpoint_url={s3_bucket.endpoint_url},authorize_container={remote.container}",
+    ) as mount:
+        assert read_errno(mount.path / "virtual/v/c/0") is None
+        assert read_errno(mount.path / "virtual/w/c/0") == errno.EACCES
+        http_server.add(remote.data_path, bytes(4 * VIRTUAL_CHUNK * 4))  # a new ETag
+        assert read_errno(mount.path / "virtual/v/c/1") == errno.EIO
+        log = mount.log_text()
+    errors = [line for line in log.splitlines() if " ERROR " in line]
+    changed = [line for line in errors if "'virtual/v/c/1'" in line]
+    assert len(changed) == 1, log
+    assert f"{remote.container}virtual.bin" in changed[0]
+    refused = [line for line in errors if "'virtual/w/c/0'" in line]
+    assert len(refused) == 1, log
+    assert "--authorize-container" in refused[0]
+
+
+@requires_icechunk
+@pytest.mark.s3
+@pytest.mark.http
+def test_static_credentials_of_the_repository_come_from_target_options(
+    remote: RemoteRepository,
+    s3_bucket: S3Bucket,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = open_remote_store(remote)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    options = ("-o", f"s3_endpoint_url={s3_bucket.endpoint_url}")
+    without = subprocess.run(
+        refmount_command("check", *options, "--format", "icechunk", remote.url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert without.returncode == 2  # no credentials in the environment
+    assert "credential" in without.stdout
+    credentials = {
+        "key": DUMMY_AWS_ENVIRONMENT["AWS_ACCESS_KEY_ID"],
+        "secret": DUMMY_AWS_ENVIRONMENT["AWS_SECRET_ACCESS_KEY"],
+    }
+    with mounted(
+        remote.url, tmp_path / "mnt", *options, "--target-options", json.dumps(credentials)
+    ) as mount:
+        assert (mount.path / "small/c/0").read_bytes() == store_get(store, "small/c/0")
+
+
+@requires_icechunk
+@pytest.mark.s3
+def test_credentials_of_an_s3_container_come_from_remote_options(
+    s3_bucket: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    values = np.arange(4 * VIRTUAL_CHUNK, dtype="<i4")
+    s3_bucket.put("data/v.bin", values.tobytes())
+    repo, prefix = build_s3_container_repository(tmp_path, s3_bucket.endpoint_url, s3_bucket.name)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    credentials = {
+        "key": DUMMY_AWS_ENVIRONMENT["AWS_ACCESS_KEY_ID"],
+        "secret": DUMMY_AWS_ENVIRONMENT["AWS_SECRET_ACCESS_KEY"],
+    }
+    with mounted(
+        repo, tmp_path / "mnt", "--authorize-container", prefix, "--remote-options",
+        json.dumps({"s3": credentials}),
+    ) as mount:  # fmt: skip
+        assert (mount.path / "v/c/2").read_bytes() == values[
+            2 * VIRTUAL_CHUNK : 3 * VIRTUAL_CHUNK
+        ].tobytes()
+    with mounted(repo, tmp_path / "without", "--authorize-container", prefix) as mount:
+        assert read_errno(mount.path / "v/c/2") == errno.EIO  # no credentials in the environment

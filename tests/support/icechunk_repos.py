@@ -179,3 +179,148 @@ def store_get(store: Any, key: str) -> bytes:
         return bytes(found.to_bytes())
 
     return asyncio.run(get())
+
+
+@dataclass
+class RemoteRepository:
+    """A repository made by ``build_remote_repository`` on the local S3 server."""
+
+    url: str
+    """``s3://bucket/prefix``."""
+    storage: Any
+    """Icechunk's storage of it (to open it in the tests)."""
+    container: str
+    """``http://127.0.0.1:PORT/data/``: ``virtual/v``'s chunks lie there (with ETags)."""
+    other_container: str
+    """``http://127.0.0.1:PORT/other/``: ``virtual/w``'s chunks (no checksum)."""
+    data_path: str
+    """The path on the HTTP server of the file ``virtual/v``'s chunks point into."""
+    arrays: dict[str, np.ndarray[Any, Any]] = field(default_factory=dict)
+
+
+def remote_storage(endpoint_url: str, bucket: str, prefix: str) -> Any:
+    """Return Icechunk's storage of ``s3://bucket/prefix`` on the local S3 server
+    (credentials from the environment: ``aws_env``)."""
+    import icechunk
+
+    return icechunk.s3_storage(
+        bucket=bucket,
+        prefix=prefix,
+        region="us-east-1",
+        endpoint_url=endpoint_url,
+        allow_http=True,
+        force_path_style=True,
+        from_env=True,
+    )
+
+
+def build_remote_repository(
+    endpoint_url: str, bucket: str, prefix: str, http: Any
+) -> RemoteRepository:
+    """Build a repository at ``s3://bucket/prefix`` on the local S3 server whose virtual
+    chunks lie on ``http`` (a ``RangeHTTPServer``): a group with attributes, native and
+    inline chunks, and two virtual arrays in two containers of that server."""
+    import icechunk
+    import zarr
+    from icechunk.credentials import HttpAccess
+
+    rng = np.random.default_rng(2626)
+    virtual = np.arange(4 * VIRTUAL_CHUNK, dtype="<i4")
+    data_path, other_path = "data/virtual.bin", "other/other.bin"
+    http.add(data_path, virtual.tobytes())
+    http.add(other_path, virtual[::-1].tobytes())
+    container, other_container = http.url_for("data/"), http.url_for("other/")
+    config = icechunk.RepositoryConfig.default()
+    for name in (container, other_container):
+        config.set_virtual_chunk_container(
+            icechunk.VirtualChunkContainer(name, icechunk.http_store())
+        )
+    storage = remote_storage(endpoint_url, bucket, prefix)
+    repository = icechunk.Repository.create(
+        storage,
+        config,
+        authorize_virtual_chunk_access={container: HttpAccess, other_container: HttpAccess},
+    )
+    session = repository.writable_session("main")
+    root = zarr.group(store=session.store, attributes={"title": "remote"})
+    temp = rng.standard_normal((40, 30))
+    root.create_group("obs").create_array("temp", shape=temp.shape, chunks=(20, 15), dtype="f8")[
+        ...
+    ] = temp
+    small = np.array([5, 6, 7, 8], dtype="u1")
+    root.create_array("small", shape=(4,), chunks=(2,), dtype="u1")[...] = small
+    group = root.create_group("virtual")
+    for name in ("v", "w"):
+        group.create_array(
+            name, shape=virtual.shape, chunks=(VIRTUAL_CHUNK,), dtype="<i4", compressors=None
+        )
+    etag = http.etag(data_path)
+    size = VIRTUAL_CHUNK * 4
+    for index in range(4):
+        session.store.set_virtual_ref(
+            f"virtual/v/c/{index}", container + "virtual.bin",
+            offset=index * size, length=size, checksum=etag,
+        )  # fmt: skip
+        session.store.set_virtual_ref(
+            f"virtual/w/c/{index}", other_container + "other.bin",
+            offset=index * size, length=size,
+        )  # fmt: skip
+    session.commit("remote")
+    built = RemoteRepository(
+        f"s3://{bucket}/{prefix}", storage, container, other_container, data_path
+    )
+    built.arrays = {
+        "obs/temp": temp,
+        "small": small,
+        "virtual/v": virtual,
+        "virtual/w": virtual[::-1],
+    }
+    return built
+
+
+def open_remote_store(built: RemoteRepository) -> Any:
+    """Return a read-only Icechunk store of ``built``'s ``main``, every container authorized."""
+    import icechunk
+    from icechunk.credentials import HttpAccess
+
+    repository = icechunk.Repository.open(
+        built.storage,
+        authorize_virtual_chunk_access={
+            built.container: HttpAccess,
+            built.other_container: HttpAccess,
+        },
+    )
+    return repository.readonly_session("main").store
+
+
+def build_s3_container_repository(base: Path, endpoint_url: str, bucket: str) -> tuple[Path, str]:
+    """Build a local repository whose array ``v``'s chunks lie in ``s3://bucket/data/`` on
+    the local S3 server (the caller puts the object ``data/v.bin``: ``VIRTUAL_CHUNK`` int32
+    values per chunk, 4 chunks); return its path and the container's prefix."""
+    import icechunk
+    import zarr
+    from icechunk.credentials import containers_credentials, s3_from_env_credentials
+
+    prefix = f"s3://{bucket}/data/"
+    config = icechunk.RepositoryConfig.default()
+    store = icechunk.s3_store(
+        region="us-east-1", endpoint_url=endpoint_url, allow_http=True, force_path_style=True
+    )
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, store))
+    path = base / "repo"
+    repository = icechunk.Repository.create(
+        icechunk.local_filesystem_storage(str(path)),
+        config,
+        authorize_virtual_chunk_access=containers_credentials({prefix: s3_from_env_credentials()}),
+    )
+    session = repository.writable_session("main")
+    zarr.group(store=session.store).create_array(
+        "v", shape=(4 * VIRTUAL_CHUNK,), chunks=(VIRTUAL_CHUNK,), dtype="<i4", compressors=None
+    )
+    size = VIRTUAL_CHUNK * 4
+    for index in range(4):
+        session.store.set_virtual_ref(
+            f"v/c/{index}", prefix + "v.bin", offset=index * size, length=size
+        )
+    session.commit("s3 container")
+    return path, prefix

@@ -642,8 +642,13 @@ def etag_of(data: bytes) -> str:
 
 
 def _etag_list(header: str) -> list[str]:
-    """Split an ``If-Match``/``If-None-Match`` value into its entity tags (or ``["*"]``)."""
-    return [tag.strip() for tag in header.split(",") if tag.strip()]
+    """Split an ``If-Match``/``If-None-Match`` value into its entity tags (or ``["*"]``).
+
+    A tag sent without its quotes (``abc``: Icechunk sends the ETags it recorded so) is
+    taken as the quoted one (``"abc"``), as S3 takes it.
+    """
+    tags = [tag.strip() for tag in header.split(",") if tag.strip()]
+    return [tag if tag == "*" or tag.startswith(('"', "W/")) else f'"{tag}"' for tag in tags]
 
 
 @dataclass(frozen=True)

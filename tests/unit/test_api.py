@@ -112,3 +112,23 @@ def test_the_error_carries_the_last_line_the_command_printed(tmp_path: Path) -> 
         crashed = start_error(-11, file)
     assert type(crashed) is StartError
     assert str(crashed) == "refmount exited with status -11 without mounting: Segmentation fault"
+
+
+def test_repository_keywords_become_the_repository_flags() -> None:
+    argv = build_argv(
+        "/data/repo",
+        "/mnt",
+        {"branch": "dev", "authorize_container": ["s3://a/", "file:///b/"], "snapshot": None},
+    )
+    assert argv == [
+        "--branch",
+        "dev",
+        "--authorize-container",
+        "s3://a/",
+        "--authorize-container",
+        "file:///b/",
+        "--",
+        "/data/repo",
+        "/mnt",
+    ]
+    assert build_argv("r", "/m", {"tag": "v1"})[:2] == ["--tag", "v1"]

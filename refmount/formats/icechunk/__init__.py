@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
-from refmount.formats.icechunk.layout import is_repository
+from refmount.formats.icechunk.layout import (
+    DEFAULT_SHARE,
+    ContainerOptions,
+    FileLimit,
+    is_repository,
+)
+from refmount.model import ReferenceSource
 
 if TYPE_CHECKING:
     from refmount.formats.icechunk.load import LoadedRepository
@@ -22,14 +28,31 @@ INSTALL_HINT = "pip install 'refmount[icechunk]'"
 """How to get the icechunk package (it needs Python 3.12 or later)."""
 
 
+def is_repository_for(format_name: str, source: ReferenceSource) -> bool:
+    """Return True when ``source`` is to be read as an Icechunk repository: ``--format
+    icechunk`` says so, ``kerchunk`` says not, ``auto`` looks at its layout (a source that
+    cannot be listed is no repository)."""
+    if format_name != "auto":
+        return format_name == "icechunk"
+    try:
+        return is_repository(source)
+    except (OSError, ValueError):
+        return False
+
+
 def load_repository(
     url: str,
     version: RepositoryVersion,
     authorize: Sequence[str] = (),
     s3_options: Mapping[str, Any] | None = None,
+    limit: FileLimit | None = None,
+    container_options: ContainerOptions | None = None,
 ) -> LoadedRepository:
-    """Load the snapshot ``version`` of the repository at ``url`` (``load.load_repository``);
-    raises ``ReferenceFormatError`` in one line when the icechunk package is missing."""
+    """Load the snapshot ``version`` of the repository at ``url`` (``load.load_repository``;
+    ``s3_options`` are the storage options of ``url``, in s3fs's names, ``limit`` the
+    largest file it may read whole, ``container_options`` those of each container's prefix:
+    ``opening``); raises
+    ``ReferenceFormatError`` in one line when the icechunk package is missing."""
     try:
         from refmount.formats.icechunk.load import load_repository as load
     except ImportError as error:
@@ -39,7 +62,15 @@ def load_repository(
             f"an Icechunk repository needs the icechunk package ({error}); "
             f"install it with: {INSTALL_HINT} (Python 3.12 or later)",
         ) from None
-    return load(url, version, authorize, s3_options)
+    return load(url, version, authorize, s3_options, limit, container_options)
 
 
-__all__ = ["INSTALL_HINT", "is_repository", "load_repository"]
+__all__ = [
+    "DEFAULT_SHARE",
+    "INSTALL_HINT",
+    "ContainerOptions",
+    "FileLimit",
+    "is_repository",
+    "is_repository_for",
+    "load_repository",
+]

@@ -15,8 +15,10 @@ from zarr.core.buffer import default_buffer_prototype
 from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
 from refmount.formats.icechunk.chunks import ChunkBatch, ChunkTable
+from refmount.formats.icechunk.layout import ContainerOptions, FileLimit
 from refmount.formats.icechunk.opening import OpenedSnapshot, first_line, open_snapshot
 from refmount.formats.icechunk.references import ArrayChunks, IcechunkReferences
+from refmount.formats.icechunk.runtime import settle_runtime
 from refmount.formats.zarr_meta import ZARR_JSON, grid_for_key
 
 BATCH_SIZE = 100_000
@@ -36,18 +38,21 @@ def load_repository(
     version: RepositoryVersion,
     authorize: Sequence[str] = (),
     s3_options: Mapping[str, Any] | None = None,
+    limit: FileLimit | None = None,
+    container_options: ContainerOptions | None = None,
 ) -> LoadedRepository:
     """Open the repository at ``url`` at ``version`` and read its hierarchy and chunk tables.
 
     Raises ``ReferenceFormatError`` naming the repository (and the key, where one is at
     fault) when it cannot be opened or read, or holds metadata refmount cannot mount.
     """
-    opened = open_snapshot(url, version, authorize, s3_options)
+    opened = open_snapshot(url, version, authorize, s3_options, limit, container_options)
     try:
         references = asyncio.run(read_snapshot(opened))
     except ReferenceFormatError:
         raise
     except Exception as error:  # Icechunk's errors, whatever their class
+        settle_runtime()
         raise ReferenceFormatError(url, None, f"cannot read: {first_line(error)}") from error
     return LoadedRepository(opened, references)
 

@@ -14,6 +14,13 @@ import icechunk.credentials
 
 from refmount.config import REPOSITORY_ALL_CONTAINERS, RepositoryVersion
 from refmount.errors import ReferenceFormatError
+from refmount.formats.icechunk.layout import (
+    MANIFESTS,
+    REPOSITORY_FILE,
+    SNAPSHOTS,
+    ContainerOptions,
+    FileLimit,
+)
 from refmount.urls import protocol_of
 
 LOG_VARIABLE = "ICECHUNK_LOG"
@@ -45,14 +52,22 @@ def open_snapshot(
     version: RepositoryVersion,
     authorize: Sequence[str] = (),
     s3_options: Mapping[str, Any] | None = None,
+    limit: FileLimit | None = None,
+    container_options: ContainerOptions | None = None,
 ) -> OpenedSnapshot:
     """Open the repository at ``url`` and resolve ``version`` to one snapshot.
 
     Raises ``ReferenceFormatError`` naming ``url`` when there is no repository, the version
-    does not exist, or a container to authorize is not one the repository declares.
+    does not exist, or a container to authorize is not one the repository declares; with a
+    ``limit``, naming the file when one that Icechunk would read whole (the repository
+    file, the snapshot's, its manifests) is larger than that. ``container_options`` gives
+    the storage options of an authorized container's prefix (s3fs's names, as for
+    targets), which its credentials come from (``container_credentials``).
     """
     quiet_library_logs()
     storage = repository_storage(url, s3_options or {})
+    if limit is not None:
+        limit.check(url, REPOSITORY_FILE)
     try:
         config = icechunk.Repository.fetch_config(storage)
     except icechunk.IcechunkError as error:
@@ -61,7 +76,10 @@ def open_snapshot(
     stores = {container.url_prefix: container.store for container in containers.values()}
     declared = tuple(sorted(stores))
     authorized = authorized_prefixes(url, declared, authorize)
-    access = {prefix: container_credentials(stores[prefix]) for prefix in authorized}
+    options = container_options or _no_options
+    access = icechunk.credentials.containers_credentials(  # each wrapped as Icechunk asks
+        {prefix: container_credentials(stores[prefix], options(prefix)) for prefix in authorized}
+    )
     try:
         repository = icechunk.Repository.open(storage, authorize_virtual_chunk_access=access)
         session = repository.readonly_session(
@@ -70,6 +88,10 @@ def open_snapshot(
             snapshot_id=version.snapshot,
         )
         snapshot_id = session.snapshot_id
+        if limit is not None:
+            limit.check(url, f"{SNAPSHOTS}/{snapshot_id}")
+            for manifest in repository.list_manifest_files(snapshot_id):
+                limit.check(url, f"{MANIFESTS}/{manifest.id}")
         written_at = repository.lookup_snapshot(snapshot_id).written_at.timestamp()
     except icechunk.IcechunkError as error:
         raise _problem(url, f"cannot open {version.describe()}", error) from error
@@ -103,9 +125,12 @@ def authorized_prefixes(
     return tuple(sorted(set(authorize)))
 
 
-def container_credentials(store: object) -> object:
-    """Return the credentials a container's store is read with: the environment's for cloud
-    stores (as their own tools find them), none needed for local files and HTTP."""
+def container_credentials(store: object, options: Mapping[str, Any]) -> object:
+    """Return the credentials a container's store is read with: for S3, anonymous access
+    (``anon``) or static credentials (``key``, ``secret``, ``token``) when ``options`` (the
+    storage options of the container's prefix) give them, else the environment's chain; the
+    environment's for the other cloud stores (as their own tools find them); none needed
+    for local files and HTTP."""
     config = icechunk.ObjectStoreConfig
     if isinstance(store, config.LocalFileSystem):
         return icechunk.credentials.LocalFileSystemAccess
@@ -115,13 +140,30 @@ def container_credentials(store: object) -> object:
         return icechunk.credentials.gcs_from_env_credentials()
     if isinstance(store, config.Azure):
         return icechunk.credentials.azure_from_env_credentials()
+    if options.get("anon"):
+        return icechunk.credentials.s3_anonymous_credentials()
+    key, secret = options.get("key"), options.get("secret")
+    if key and secret:
+        token = options.get("token")
+        return icechunk.credentials.s3_static_credentials(
+            access_key_id=str(key),
+            secret_access_key=str(secret),
+            session_token=str(token) if token else None,
+        )
     return icechunk.credentials.s3_from_env_credentials()
+
+
+def _no_options(prefix: str) -> Mapping[str, Any]:
+    return {}
 
 
 def repository_storage(url: str, s3_options: Mapping[str, Any]) -> Any:
     """Return Icechunk's storage for a repository at a local path, ``file://``, ``s3://`` or
-    ``gs://`` URL; the ``-o s3_*`` options apply to S3. Raises ``ReferenceFormatError`` for
-    any other protocol."""
+    ``gs://`` URL. For S3, ``s3_options`` are the s3fs storage options of the URL (the
+    ``-o s3_*`` shortcuts and ``--target-options``): ``endpoint_url`` (plain HTTP and path
+    style then), ``client_kwargs.region_name``, ``anon``, ``requester_pays``, and ``key``,
+    ``secret`` and ``token`` as static credentials (else the environment's chain). Raises
+    ``ReferenceFormatError`` for any other protocol."""
     protocol = protocol_of(url)
     if protocol is None or protocol == "file":
         return icechunk.local_filesystem_storage(url.removeprefix("file://"))
@@ -131,6 +173,8 @@ def repository_storage(url: str, s3_options: Mapping[str, Any]) -> Any:
         endpoint = s3_options.get("endpoint_url")
         region = (s3_options.get("client_kwargs") or {}).get("region_name")
         anonymous = bool(s3_options.get("anon"))
+        key, secret = s3_options.get("key"), s3_options.get("secret")
+        static = not anonymous and bool(key and secret)
         return icechunk.s3_storage(
             bucket=bucket,
             prefix=prefix,
@@ -138,8 +182,11 @@ def repository_storage(url: str, s3_options: Mapping[str, Any]) -> Any:
             endpoint_url=endpoint,
             allow_http=bool(endpoint and str(endpoint).startswith("http://")),
             force_path_style=endpoint is not None,
+            access_key_id=str(key) if static else None,
+            secret_access_key=str(secret) if static else None,
+            session_token=str(s3_options["token"]) if static and s3_options.get("token") else None,
             anonymous=anonymous,
-            from_env=not anonymous,
+            from_env=not (anonymous or static),
             requester_pays=bool(s3_options.get("requester_pays")),
         )
     if protocol in GCS_PROTOCOLS:

@@ -100,6 +100,10 @@ class IcechunkReferences:
         url = icechunk_chunk_url(self._snapshot_id, icechunk_key(array.grid, index))
         return Range(url, 0, array.table.length(position))
 
+    def chunks_written(self, grid: int) -> int:
+        """Return how many chunks of array ``grid`` exist (of any kind)."""
+        return len(self._arrays[grid].table)
+
     def count_by_kind(self) -> dict[ChunkKind, int]:
         """Return how many chunks of each kind the snapshot has."""
         totals = dict.fromkeys(ChunkKind, 0)

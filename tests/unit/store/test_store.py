@@ -263,6 +263,14 @@ def test_reference_source_over_local_files(tmp_path: Path) -> None:
     assert source.mtime() == pytest.approx((tmp_path / "refs.parq" / ".zmetadata").stat().st_mtime)
 
 
+def test_reference_source_sizes_its_files(tmp_path: Path) -> None:
+    (tmp_path / "repo" / "snapshots").mkdir(parents=True)
+    (tmp_path / "repo" / "snapshots" / "S").write_bytes(b"12345")
+    source = FsspecSource(str(tmp_path / "repo"))
+    assert source.size("snapshots/S") == 5
+    assert source.size("snapshots/missing") is None
+
+
 def test_reference_source_lists_names_where_the_store_can(tmp_path: Path) -> None:
     (tmp_path / "refs.parq" / "x").mkdir(parents=True)
     (tmp_path / "refs.parq" / "x" / "refs.0.parq").write_bytes(b"")

@@ -83,3 +83,18 @@ def test_storage_of_each_protocol() -> None:
     assert repository_storage("s3://bucket/repo", options) is not None
     with pytest.raises(ReferenceFormatError, match="cannot open an Icechunk repository at a"):
         repository_storage("https://host/repo", {})
+
+
+def test_container_credentials_come_from_the_prefixs_options() -> None:
+    import icechunk
+    from icechunk.credentials import S3Credentials
+
+    from refmount.formats.icechunk.opening import container_credentials
+
+    s3 = icechunk.s3_store(region="us-east-1")
+    static = container_credentials(s3, {"key": "k", "secret": "s", "token": "t"})
+    assert isinstance(static, S3Credentials.Static)
+    assert isinstance(container_credentials(s3, {"anon": True}), S3Credentials.Anonymous)
+    assert isinstance(container_credentials(s3, {"key": "k"}), S3Credentials.FromEnv)
+    local = container_credentials(icechunk.local_filesystem_store("/data"), {"anon": True})
+    assert local is icechunk.credentials.LocalFileSystemAccess
