@@ -8,7 +8,9 @@
   proxy. GNU ``cat`` of the chunk files through the mount in key order (one sequential
   reader) against zarr-python 3 reading the array in process through Icechunk's store at
   its default ``async.concurrency``; both read through Icechunk, which checks each chunk's
-  checksum. Goal: refmount ≥ 1.0x zarr-python.
+  checksum. Goal: refmount ≥ 1.0x zarr-python. Beside them, the same byte ranges as a
+  kerchunk set read through the mount by refmount's own engines: what reading virtual chunks
+  without Icechunk's store would give (without its checksums).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from bench.processes import process_cpu_seconds
 from bench.section import Context, Section
 from bench.sections.icechunk_readers import (
     HUGE_ARRAY,
+    READ_ARRAY,
     Container,
     chunk_files,
     http_container,
@@ -40,6 +43,8 @@ from bench.sections.icechunk_readers import (
     zarr_read,
 )
 from bench.sections.latency import DELAY
+from bench.sections.latency_readers import Endpoint, cat_in_order, write_set
+from bench.sections.latency_readers import refmount as latency_mount
 from bench.servers import (
     Server,
     environment,
@@ -58,8 +63,10 @@ READY_GOAL_S = 5.0
 RSS_GOAL_MB = 300.0
 """The RSS goal in megabytes (10^6 bytes; the figures are MiB)."""
 MB_PER_MIB = MIB / 1e6
-READERS = ("refmount", "zarr_default")
-"""Every reader's key in the read figures: GNU cat through the mount, zarr-python in process."""
+READERS = ("refmount", "zarr_default", "refmount_own_engines")
+"""Every reader's key in the read figures: GNU cat through the mount of the repository,
+zarr-python in process, and GNU cat through a mount of a kerchunk set of the same byte ranges
+(refmount's own engines, coalescing neighbours, with no checksum to check)."""
 
 
 @dataclass
@@ -149,19 +156,41 @@ def attempt(figures: ReadFigures, reader: str, measure: Callable[[], float]) -> 
         log(f"icechunk: {reader}: {figures.rates[reader]}")
 
 
+@dataclass(frozen=True)
+class ReadTarget:
+    """How the readers reach one target through a proxy, given the proxy's base URL: the
+    repository's container, the URL of the object its chunks lie in, and the same object for
+    refmount's own engines."""
+
+    tag: str
+    container: Callable[[str], Container]
+    url: Callable[[str], str]
+    endpoint: Callable[[str], Endpoint]
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Reached:
+    """One target's data behind the proxy: the repository, its container, and the kerchunk
+    set of the same byte ranges with its endpoint."""
+
+    repository: Path
+    container: Container
+    refs: Path
+    endpoint: Endpoint
+
+
 def read_round(
-    context: Context,
-    server: Server,
-    repository: Path,
-    container: Container,
-    env: dict[str, str],
-    count: int,
+    context: Context, server: Server, target: ReadTarget, reached: Reached
 ) -> ReadFigures:
-    """One round: the mount read by cat, then zarr-python in process, each starting cold."""
+    """One round: the repository's mount read by cat, zarr-python in process, and the
+    kerchunk set's mount read by cat, each starting cold."""
+    count = context.data.big_chunks
     figures = ReadFigures(count)
     readers: dict[str, Callable[[], float]] = {
-        "refmount": functools.partial(cat_mount, context, repository, env, figures),
-        "zarr_default": lambda: count / zarr_read(repository, container),
+        "refmount": functools.partial(cat_mount, context, reached.repository, target.env, figures),
+        "zarr_default": lambda: count / zarr_read(reached.repository, reached.container),
+        "refmount_own_engines": functools.partial(own_engines, context, reached, target.env),
     }
     for reader, measure in readers.items():
         before = server_cpu_seconds(server)
@@ -170,6 +199,13 @@ def read_round(
         if before is not None and after is not None:
             figures.server_cpu_ms_per_chunk[reader] = 1000 * (after - before) / count
     return figures
+
+
+def own_engines(context: Context, reached: Reached, env: dict[str, str]) -> float:
+    """MiB/s of GNU cat of the kerchunk set's chunk files in key order through a fresh mount."""
+    count = context.data.big_chunks
+    with latency_mount(context, reached.refs, reached.endpoint, env) as mount:
+        return count / cat_in_order(mount, READ_ARRAY, count)[0]
 
 
 def server_cpu_seconds(server: Server) -> float | None:
@@ -217,27 +253,23 @@ def median_figures(rounds: list[ReadFigures]) -> ReadFigures:
     return merged
 
 
-def measure_target(
-    context: Context,
-    tag: str,
-    server: Server,
-    make_container: Callable[[str], Container],
-    url: Callable[[str], str],
-    env: dict[str, str],
-) -> ReadFigures:
-    """Every round over one target, behind a proxy that holds each request ``DELAY`` seconds:
-    the repository's container and chunk URL are made from the proxy's base URL."""
+def measure_target(context: Context, server: Server, target: ReadTarget) -> ReadFigures:
+    """Every round over one target, behind a proxy that holds each request ``DELAY`` seconds."""
     port = int(server.url.rsplit(":", 1)[1])
     count = context.data.big_chunks
+    workdir = context.workdir
     with DelayProxy(port, DELAY) as proxy:
-        container = make_container(proxy.url)
+        container = target.container(proxy.url)
         repository = make_read_repository(
-            context.workdir / f"icechunk-{tag}", container, url(proxy.url), count
+            workdir / f"icechunk-{target.tag}", container, target.url(proxy.url), count
         )
+        endpoint = target.endpoint(proxy.url)
+        refs = write_set(workdir / f"icechunk-{target.tag}.json", endpoint, {READ_ARRAY: count})
+        reached = Reached(repository, container, refs, endpoint)
         rounds = []
         for number in range(context.options.rounds):
-            log(f"icechunk {tag}: round {number + 1} of {context.options.rounds}")
-            rounds.append(read_round(context, server, repository, container, env, count))
+            log(f"icechunk {target.tag}: round {number + 1} of {context.options.rounds}")
+            rounds.append(read_round(context, server, target, reached))
     return median_figures(rounds)
 
 
@@ -252,28 +284,28 @@ def run(context: Context) -> IcechunkFigures:
         log(f"icechunk: mount: {result.mount}")
     with nginx_serving(data, workdir) as (server, urls):
         result.servers["http"] = server.name
-        name = urls["big"].rsplit("/", 1)[1]
-        result.targets["http"] = measure_target(
-            context,
+        name = urls[READ_ARRAY].rsplit("/", 1)[1]
+        http = ReadTarget(
             "http",
-            server,
             http_container,
             lambda base: f"{base}/{name}",
+            lambda base: Endpoint("http", {READ_ARRAY: f"{base}/{name}"}),
             dict(os.environ),
         )
+        result.targets["http"] = measure_target(context, server, http)
     with s3_server(workdir) as server:
         env = s3_environment(s3_key(server))
-        urls = s3_upload(server, data, ("big",))
+        url = s3_upload(server, data, (READ_ARRAY,))[READ_ARRAY]
         result.servers["s3"] = server.name
+        s3 = ReadTarget(
+            "s3",
+            functools.partial(s3_container, "bench"),
+            lambda base: url,
+            lambda base: Endpoint("s3", {READ_ARRAY: url}, ("-o", f"s3_endpoint_url={base}")),
+            env,
+        )
         with environment(env):
-            result.targets["s3"] = measure_target(
-                context,
-                "s3",
-                server,
-                functools.partial(s3_container, "bench"),
-                lambda base: urls["big"],
-                env,
-            )
+            result.targets["s3"] = measure_target(context, server, s3)
     return result
 
 

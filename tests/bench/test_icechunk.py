@@ -74,7 +74,9 @@ def test_a_reader_that_always_failed_keeps_its_error():
 
 def figures() -> IcechunkFigures:
     result = IcechunkFigures(20.0, 1, MountFigures(1_000_000, 6.0, 2.5, 180.0, 210.0))
-    result.targets["http"] = ReadFigures(512, {"refmount": 300.0, "zarr_default": 150.0})
+    result.targets["http"] = ReadFigures(
+        512, {"refmount": 300.0, "zarr_default": 150.0, "refmount_own_engines": 400.0}
+    )
     result.targets["http"].bytes_prefetched = 64.0 * MIB
     result.servers["http"] = "nginx"
     return result
@@ -106,6 +108,7 @@ def test_notes_give_each_reader_and_the_ratio():
     lines = notes(figures())
     assert "refmount 300" in lines[2]
     assert "zarr_default 150" in lines[2]
+    assert "refmount_own_engines 400" in lines[2]
     assert "ratio 2.00x" in lines[2]
     assert "MiB prefetched 64" in lines[2]
     assert "1,000,000 chunks" in lines[3]
@@ -124,6 +127,7 @@ def test_the_json_has_every_figure():
         "chunks": 512,
         "refmount": 300.0,
         "zarr_default": 150.0,
+        "refmount_own_engines": 400.0,
         "server_cpu_ms_per_chunk": {},
         "daemon_cpu_ms_per_chunk": None,
         "bytes_prefetched": 64.0 * MIB,
