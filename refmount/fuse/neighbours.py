@@ -309,13 +309,15 @@ class ChunkChains:
     def _chain(
         self, chunk: GridChunk, stop: int, most: int
     ) -> tuple[list[int], list[tuple[str, int, int]]]:
-        """Return the chunk indices from ``chunk`` on (before ``stop``) and their ranges."""
+        """Return the chunk indices from ``chunk`` on (before ``stop``) and their ranges: of
+        the first ``most`` present chunks at most (those left out count too: the walk is
+        bounded whatever the directory holds)."""
         references = self._references
         limit = self._reader.config.whole_fetch_limit
         indices: list[int] = []
         spans: list[tuple[str, int, int]] = []
         index = chunk.index
-        while len(spans) < most:
+        for _ in range(most):
             index = references.skip_absent(chunk.grid, index, stop, load=False)
             if index >= stop or not references.chunk_is_loaded(chunk.grid, index):
                 break

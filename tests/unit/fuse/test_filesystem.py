@@ -989,3 +989,20 @@ async def test_chunks_of_objects_opened_out_of_order_are_not_fetched_ahead() -> 
             assert await read_grid_chunk(fs, number) == expected(number)
     assert [url for url, _, _ in target.ranges] == [f"mem://o{i}" for i in (5, 2, 9, 0, 7)]
     assert reader.statistics().prefetches == 0
+
+
+async def test_the_walk_along_a_chain_is_bounded_whatever_the_chunks_are() -> None:
+    chunks: dict[int, Reference] = {i: Inline(expected(i)) for i in range(CHUNKS)}
+    chunks.update({i: Range(f"mem://o{i}", 0, CHUNK) for i in (0, 1)})
+    refs = DictReferences(
+        explicit={"g/.zarray": Inline(b"{}")},
+        grid_list=[ChunkGrid("g", (CHUNKS,), ".")],
+        chunks={0: chunks},
+    )
+    target = MemoryTarget(objects={f"mem://o{i}": expected(i) for i in (0, 1)})
+    wired = wire(refs, target, ReadConfig(neighbour_bytes=4 * CHUNK, neighbour_count=2))
+    async with wired.reader.running():
+        for number in (0, 1):
+            assert await read_grid_chunk(wired.fs, number) == expected(number)
+    # the chain from g/1 looked at four chunks (twice the count: g/1 to g/4), inline or not
+    assert sorted(index for _, index in refs.chunk_calls if index >= 2) == [2, 3, 4]
