@@ -115,11 +115,14 @@ def s3_server(workdir: Path) -> Iterator[Server]:
         stop_process(process)
 
 
-def s3_upload(server: Server, data: DataSet) -> dict[str, str]:
-    """Upload the generated target files to ``server``'s bucket "bench"; return the URL of
-    each ("big", "many")."""
+def s3_upload(
+    server: Server, data: DataSet, names: tuple[str, ...] = ("big", "many")
+) -> dict[str, str]:
+    """Upload the generated target files ``names`` to ``server``'s bucket "bench"; return the
+    URL of each ("big", "many")."""
     fs = fsspec.filesystem("s3", skip_instance_cache=True, **s3_options(server))
-    files = {"big": data.big_file, "many": data.many_file}
+    paths = {"big": data.big_file, "many": data.many_file}
+    files = {name: paths[name] for name in names}
     for path in files.values():
         fs.put_file(str(path), f"bench/{path.name}")
     return {name: f"s3://bench/{path.name}" for name, path in files.items()}

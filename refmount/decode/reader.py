@@ -104,6 +104,12 @@ class DecodingReader:
         """Prefetch stored bytes of neighbouring chunks (decoded when read)."""
         return self._inner.prefetch_neighbours(url, spans, scale)
 
+    def prefetch_objects(
+        self, spans: Sequence[tuple[str, int, int]], scale: int = 1
+    ) -> NeighbourPrefetch:
+        """Prefetch the stored bytes of the next chunks, each an object of its own."""
+        return self._inner.prefetch_objects(spans, scale)
+
     def statistics(self) -> ReaderStatistics:
         """Return the read path's counters."""
         return self._inner.statistics()

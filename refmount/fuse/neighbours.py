@@ -9,6 +9,12 @@ in the directory's sibling index (its range references per object, sorted by off
 once, in a worker thread for large directories) and asks ``ReadPath.prefetch_neighbours``
 for the chain; the reader's answer sets the window asked for next (``scale``). Runs on
 the event loop thread (docs/concurrency.md); the index is built in a worker thread.
+
+Chunks that are each an object of their own (an Icechunk array's, read one ``store.get``
+each) have no neighbours in their object: when a directory's chunk files are opened in
+chunk order (the one opened just before was the previous present chunk, in another object),
+the chunks that follow go to ``ReadPath.prefetch_objects``, which fetches each ahead in a
+request of its own (``ChunkChains``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import trio
 
 from refmount.lru import LRU
 from refmount.model import Inode, Range, Reference, ReferenceSet
+from refmount.namespace.nodes import GridChunk
 from refmount.namespace.tree import Tree
 from refmount.read.path import ReadPath
 from refmount.store.options import is_plain_local
@@ -39,6 +46,9 @@ SIBLING_INDEXES = 8
 
 OPEN_HISTORY = 1024
 """How many directories remember their last opened file (to spot in-order opens)."""
+
+CHAINS = 64
+"""How many directories' chains of chunk objects are followed (least recently used go)."""
 
 
 @dataclass(slots=True)
@@ -63,11 +73,24 @@ _SiblingIndex = dict[str, _Siblings]
 
 @dataclass(slots=True)
 class Opening:
-    """Where an open file's range ends in its object, and whether it was read since opened."""
+    """Where an open file's range ends in its object, which chunk of its directory's grid it
+    is (None for a stored key), and whether it was read since opened."""
 
     url: str
     end: int
+    chunk: int | None = None
     asked: bool = False
+
+
+@dataclass(slots=True)
+class _Chain:
+    """A directory whose chunk objects are read in order: opens of chunks in
+    ``[quiet_from, quiet_until)`` need not ask the reader (enough is ahead of them), and the
+    window's ``scale`` to ask for next."""
+
+    quiet_from: int = 0
+    quiet_until: int = 0
+    scale: int = 1
 
 
 class Neighbours:
@@ -92,6 +115,7 @@ class Neighbours:
         self._last_open: LRU[Inode, Opening] = LRU(OPEN_HISTORY)
         self._sibling_indexes: LRU[Inode, _SiblingIndex | None] = LRU(SIBLING_INDEXES)
         self._indexing: set[Inode] = set()
+        self._chains = ChunkChains(tree, references, reader)
 
     def notice_open(self, inode: Inode, reference: Reference) -> Opening | None:
         """Prefetch the following references of the object when a directory is read in order.
@@ -119,15 +143,21 @@ class Neighbours:
             return None
         parent = self._tree.parent(inode)
         previous = self._last_open.pop(parent)
-        opening = Opening(reference.url, reference.offset + reference.length)
+        source = self._tree.file_source(inode)
+        chunk = source if isinstance(source, GridChunk) else None
+        opening = Opening(
+            reference.url,
+            reference.offset + reference.length,
+            None if chunk is None else chunk.index,
+        )
         self._last_open.put(parent, opening)
-        if (
-            previous is not None
-            and previous.asked
-            and previous.url == reference.url
-            and previous.end <= reference.offset <= previous.end + config.neighbour_gap
-        ):
-            self._prefetch_from(parent, reference)
+        if previous is None or not previous.asked:
+            return opening
+        if previous.url == reference.url:
+            if previous.end <= reference.offset <= previous.end + config.neighbour_gap:
+                self._prefetch_from(parent, reference)
+        elif chunk is not None and self._chains.follows(chunk, previous.chunk):
+            self._chains.prefetch_from(parent, chunk)
         return opening
 
     def _prefetch_from(self, parent: Inode, reference: Range) -> None:
@@ -227,3 +257,77 @@ class Neighbours:
                 array("q", (s for s, _ in spans)), array("q", (e for _, e in spans))
             )
         return index
+
+
+class ChunkChains:
+    """Fetches ahead the chunk files that follow one, in directories whose chunks are each an
+    object of their own and are opened in chunk order."""
+
+    def __init__(self, tree: Tree, references: ReferenceSet, reader: ReadPath) -> None:
+        self._tree = tree
+        self._references = references
+        self._reader = reader
+        self._chains: LRU[Inode, _Chain] = LRU(CHAINS)
+
+    def follows(self, chunk: GridChunk, previous: int | None) -> bool:
+        """Return True when ``previous`` (the chunk opened just before in the same directory)
+        is the present chunk right before ``chunk``: no present chunk lies between them.
+        Without I/O: chunks whose presence is not known yet count as present."""
+        if previous is None or previous >= chunk.index:
+            return False
+        between = self._references.skip_absent(chunk.grid, previous + 1, chunk.index, load=False)
+        return between == chunk.index
+
+    def prefetch_from(self, parent: Inode, chunk: GridChunk) -> None:
+        """Hand the chunks of ``parent`` from ``chunk`` on to ``ReadPath.prefetch_objects``.
+
+        Up to twice the window's count: those already ahead, then a full run to fetch. The
+        chain stops at a chunk not loaded yet (its reference would need I/O) and leaves out
+        absent chunks and those that are not ranges of up to ``whole_fetch_limit`` (inline
+        chunks, whole files, plain local files).
+        """
+        chain = self._chains.get(parent)
+        if chain is None:
+            chain = _Chain()
+            self._chains.put(parent, chain)
+        if chain.quiet_from <= chunk.index < chain.quiet_until:
+            return
+        leaf = self._tree.leaf_chunks(parent)
+        if leaf is None:
+            return
+        config = self._reader.config
+        most = 2 * config.neighbour_count * chain.scale
+        indices, spans = self._chain(chunk, leaf.first + leaf.total, most)
+        prefetch = self._reader.prefetch_objects(spans, chain.scale)
+        chain.quiet_from = chunk.index
+        if prefetch.resume_at < len(indices):
+            chain.quiet_until = indices[prefetch.resume_at]
+        else:
+            chain.quiet_until = indices[-1] + 1 if indices else chunk.index
+        chain.scale = prefetch.scale
+
+    def _chain(
+        self, chunk: GridChunk, stop: int, most: int
+    ) -> tuple[list[int], list[tuple[str, int, int]]]:
+        """Return the chunk indices from ``chunk`` on (before ``stop``) and their ranges: of
+        the first ``most`` present chunks at most (those left out count too: the walk is
+        bounded whatever the directory holds)."""
+        references = self._references
+        limit = self._reader.config.whole_fetch_limit
+        indices: list[int] = []
+        spans: list[tuple[str, int, int]] = []
+        index = chunk.index
+        for _ in range(most):
+            index = references.skip_absent(chunk.grid, index, stop, load=False)
+            if index >= stop or not references.chunk_is_loaded(chunk.grid, index):
+                break
+            reference = references.chunk(chunk.grid, index)
+            if (
+                isinstance(reference, Range)
+                and 0 < reference.length <= limit
+                and not is_plain_local(reference.url)
+            ):
+                indices.append(index)
+                spans.append((reference.url, reference.offset, reference.offset + reference.length))
+            index += 1
+        return indices, spans

@@ -30,9 +30,10 @@ class Storage(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class NeighbourPrefetch:
-    """What ``Reader.prefetch_neighbours`` did: the bytes it requested, the start of the
-    first span at which another call can do anything (0: at once) and the window's scale to
-    ask with next."""
+    """What ``Reader.prefetch_neighbours`` (or ``prefetch_objects``) did: the bytes it
+    requested, the start of the first span (its position among the references, for
+    ``prefetch_objects``) at which another call can do anything (0: at once) and the
+    window's scale to ask with next."""
 
     requested: int
     resume_at: int
@@ -77,6 +78,12 @@ class ReadPath(Protocol):
         self, url: str, spans: Sequence[tuple[int, int]], scale: int = 1
     ) -> NeighbourPrefetch:
         """Fetch the stored bytes of neighbouring references ahead of reads."""
+        ...
+
+    def prefetch_objects(
+        self, spans: Sequence[tuple[str, int, int]], scale: int = 1
+    ) -> NeighbourPrefetch:
+        """Fetch the stored bytes of the next references, each an object of its own, ahead."""
         ...
 
     def statistics(self) -> ReaderStatistics:

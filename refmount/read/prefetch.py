@@ -1,5 +1,7 @@
 """Fetching ahead of reads, in the background: blocks after sequential reads of a large
-reference, and runs of neighbour spans the filesystem asks for (``fuse.neighbours``).
+reference, runs of neighbour spans the filesystem asks for (``fuse.neighbours``), and chains
+of references that are each an object of their own (an Icechunk array's chunks), one
+request each.
 
 Prefetched data lands in the reader's cache under the key reads use; its requests are
 entries of the reader's single-flight table too, so a read of data being prefetched waits
@@ -248,6 +250,59 @@ class Prefetcher:
             requested, _resume_at(spans[: ahead_count + len(run)], keep), grown
         )
 
+    def prefetch_objects(
+        self, spans: Sequence[tuple[str, int, int]], scale: int = 1
+    ) -> NeighbourPrefetch:
+        """Fetch ahead the first of ``spans`` that are neither cached nor in flight, one
+        request each.
+
+        ``spans`` are ``(url, start, end)`` of whole references of up to ``whole_fetch_limit``
+        that the filesystem will read in this order, each in an object of its own (nothing
+        to coalesce: an Icechunk array's chunks are each one ``store.get``). The window is
+        ``prefetch_neighbours``'s (``scale`` times ``neighbour_bytes`` and ``neighbour_count``
+        while something is ahead, once those when nothing is; never more than the budget
+        leaves prefetch); while less than three quarters of it is ahead, the missing spans
+        up to its end are claimed in the single-flight table at once (no ``await``) and
+        fetched in the background, all at once. A read of one of them waits for its request;
+        a failed one is abandoned and the read makes its own.
+
+        The answer's ``resume_at`` is the position in ``spans`` from which a call can do
+        anything again (0: at once); its scale is twice this one after a run, up to
+        ``neighbour_growth``.
+        """
+        config = self._config
+        if self._nursery is None or config.neighbour_bytes <= 0:
+            return NeighbourPrefetch(0, 0, 1)
+        sizes: list[int] = []
+        for span in spans:
+            if not self._pending(span):
+                break
+            sizes.append(span[2] - span[1])
+        ahead, ahead_count = sum(sizes), len(sizes)
+        scale = max(1, scale) if ahead else 1
+        limit = min(config.neighbour_bytes * scale, self._room())
+        count = config.neighbour_count * scale
+        keep = _Keep(limit - limit // REFILL, count - max(1, count // REFILL))
+        if ahead >= keep.bytes or ahead_count >= keep.count:
+            return NeighbourPrefetch(0, _resume_index(sizes, keep), scale)
+        requested = 0
+        for url, start, end in spans[ahead_count:]:
+            if self._pending((url, start, end)) or ahead_count + 1 > count:
+                break
+            if ahead + requested + end - start > limit:
+                break
+            requested += self._send_part(url, [(start, end)])
+            ahead_count += 1
+            sizes.append(end - start)
+        if not requested:
+            return NeighbourPrefetch(0, _resume_index(sizes, keep), scale)
+        grown = min(2 * scale, max(1, config.neighbour_growth))
+        return NeighbourPrefetch(requested, _resume_index(sizes, keep), grown)
+
+    def _pending(self, cache_key: tuple[str, int, int]) -> bool:
+        """Return True when the range is cached or being fetched."""
+        return cache_key in self._cache or self._flights.busy(cache_key)
+
     def _ahead(self, url: str, spans: Sequence[tuple[int, int]]) -> tuple[int, int]:
         """Return the bytes and the number of the first ``spans`` cached or in flight."""
         ahead = ahead_count = 0
@@ -316,13 +371,23 @@ class Prefetcher:
 def _resume_at(covered: Sequence[tuple[int, int]], keep: _Keep) -> int:
     """Return the start of the first of ``covered`` (spans cached or in flight, in order) at
     which fewer than ``keep`` spans and bytes are left from it on: where a call can refill."""
-    remaining, remaining_bytes = len(covered), sum(end - start for start, end in covered)
-    for start, end in covered:
-        if remaining < keep.count and remaining_bytes < keep.bytes:
-            return start
-        remaining -= 1
-        remaining_bytes -= end - start
+    position = _resume_index([end - start for start, end in covered], keep)
+    if position < len(covered):
+        return covered[position][0]
     return covered[-1][1] if covered else 0
+
+
+def _resume_index(sizes: Sequence[int], keep: _Keep) -> int:
+    """Return the position of the first of ``sizes`` (references cached or in flight, in
+    order) from which fewer than ``keep`` references and bytes are left: where a call can
+    refill; ``len(sizes)`` when none is."""
+    remaining, remaining_bytes = len(sizes), sum(sizes)
+    for position, size in enumerate(sizes):
+        if remaining < keep.count and remaining_bytes < keep.bytes:
+            return position
+        remaining -= 1
+        remaining_bytes -= size
+    return len(sizes)
 
 
 def _parts(run: list[tuple[int, int]], size: int) -> list[list[tuple[int, int]]]:

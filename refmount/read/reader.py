@@ -123,6 +123,13 @@ class Reader:
         """Fetch the next run of neighbour spans ahead (``Prefetcher.prefetch_neighbours``)."""
         return self._prefetch.prefetch_neighbours(url, spans, scale)
 
+    def prefetch_objects(
+        self, spans: Sequence[tuple[str, int, int]], scale: int = 1
+    ) -> NeighbourPrefetch:
+        """Fetch the next references, each an object of its own, ahead
+        (``Prefetcher.prefetch_objects``)."""
+        return self._prefetch.prefetch_objects(spans, scale)
+
     def known_size(self, reference: Reference) -> int | None:
         """Return the reference's size if it is known without asking the target."""
         length = reference_length(reference)

@@ -127,6 +127,36 @@ def test_refusals_reach_readers_as_errnos(tmp_path: Path) -> None:
     assert str(built.data) in changed
 
 
+@requires_icechunk
+def test_chunks_read_in_order_are_fetched_ahead_and_a_changed_target_is_still_eio(
+    tmp_path: Path,
+) -> None:
+    built = build_repository(tmp_path / "built")
+    store = open_store(built, built.second, (built.container,))
+    chunks = [f"virtual/v/c/{index}" for index in range(4)]
+    options = ("--authorize-container", built.container)
+    with mounted(built.path, tmp_path / "first", *options) as mount:
+        for key in chunks:  # one after the other, as a reader in key order does
+            assert (mount.path / key).read_bytes() == store_get(store, key), key
+        stats = json.loads((mount.path / ".refmount-stats").read_bytes())
+    assert stats["bytes_prefetched"] >= 2 * 1000  # from the second chunk on, the rest ahead
+    touch_later(built.data)
+    with mounted(built.path, tmp_path / "second", *options) as mount:
+        # chunks 0 and 1 were committed with a checksum, 2 and 3 without
+        assert [read_errno(mount.path / key) for key in chunks] == [
+            errno.EIO,
+            errno.EIO,
+            None,
+            None,
+        ]
+        assert (mount.path / chunks[3]).read_bytes() == store_get(store, chunks[3])
+        stats = json.loads((mount.path / ".refmount-stats").read_bytes())
+        log = mount.log_text()
+    assert stats["bytes_prefetched"] >= 1000
+    changed = next(line for line in log.splitlines() if "'virtual/v/c/1'" in line)
+    assert str(built.data) in changed
+
+
 @pytest.mark.skipif(ICECHUNK_MISSING is None, reason="the icechunk package is installed")
 def test_without_the_package_a_repository_is_refused(tmp_path: Path) -> None:
     repo = tmp_path / "repo"

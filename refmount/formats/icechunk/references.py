@@ -81,7 +81,8 @@ class IcechunkReferences:
 
     def chunk_ranges(self, grid: int, start: int, stop: int) -> dict[str, ChunkRanges]:
         """Return nothing: each chunk is an object of its own to the store (no neighbours
-        share one), so neighbour prefetch has no runs to fetch together."""
+        share one), so there are no runs to fetch together; chunks read in order are fetched
+        ahead one request each instead (``fuse.neighbours.ChunkChains``)."""
         return {}
 
     def skip_absent(self, grid: int, start: int, stop: int, *, load: bool) -> int:

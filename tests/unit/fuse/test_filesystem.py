@@ -932,3 +932,77 @@ async def test_a_whole_file_chunk_without_a_size_does_not_fail_its_listing() -> 
         (b"0", UNRESOLVED),
         (b"2", len(DATA)),
     ]
+
+
+def objects_fs(present: Sequence[int], **config: int) -> tuple[RefFilesystem, MemoryTarget, Reader]:
+    """Grid ``g`` of ``CHUNKS`` chunks, each present one the whole of an object of its own
+    (``mem://o<i>``, as an Icechunk array's chunks are to its store)."""
+    refs = DictReferences(
+        explicit={"g/.zarray": Inline(b"{}")},
+        grid_list=[ChunkGrid("g", (CHUNKS,), ".")],
+        chunks={0: {i: Range(f"mem://o{i}", 0, CHUNK) for i in present}},
+    )
+    target = MemoryTarget(objects={f"mem://o{i}": expected(i) for i in present})
+    settings = {"neighbour_bytes": 4 * CHUNK, "neighbour_growth": 1, "late_growth": 1, **config}
+    wired = wire(refs, target, ReadConfig(**settings))
+    return wired.fs, target, wired.reader
+
+
+async def read_grid_chunk(fs: RefFilesystem, number: int) -> bytes:
+    handle = await fs.open(await path_inode(fs, f"g/{number}"), os.O_RDONLY)
+    data = bytes(await fs.read(handle, 0, CHUNK))
+    fs.release(handle)
+    await trio.testing.wait_all_tasks_blocked()
+    return data
+
+
+async def test_in_order_chunks_of_objects_of_their_own_are_fetched_ahead_one_each() -> None:
+    present = [0, 1, 2, 4, 5, 6, 7, 9, 10, 11]  # 3 and 8 were never written
+    fs, target, reader = objects_fs(present)
+    async with reader.running(), trio.open_nursery() as nursery:
+        target.gate = gate = trio.Event()
+        for number in present[:2]:
+            nursery.start_soon(read_grid_chunk, fs, number)
+            await trio.testing.wait_all_tasks_blocked()
+        # g/1 opened after g/0 was read: g/1 and the three present chunks after it (the
+        # window: four chunks) are requested at once, each on its own
+        assert sorted(url for url, _, _ in target.ranges) == [
+            "mem://o0",
+            "mem://o1",
+            "mem://o2",
+            "mem://o4",
+            "mem://o5",
+        ]
+        gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        for number in present[2:]:
+            assert await read_grid_chunk(fs, number) == expected(number)
+    # every object once, whole, though absent chunks lay between them
+    assert sorted(target.ranges) == sorted((f"mem://o{i}", 0, CHUNK) for i in present)
+    assert reader.statistics().prefetches == len(present) - 1  # all but g/0
+
+
+async def test_chunks_of_objects_opened_out_of_order_are_not_fetched_ahead() -> None:
+    fs, target, reader = objects_fs(range(CHUNKS))
+    async with reader.running():
+        for number in (5, 2, 9, 0, 7):
+            assert await read_grid_chunk(fs, number) == expected(number)
+    assert [url for url, _, _ in target.ranges] == [f"mem://o{i}" for i in (5, 2, 9, 0, 7)]
+    assert reader.statistics().prefetches == 0
+
+
+async def test_the_walk_along_a_chain_is_bounded_whatever_the_chunks_are() -> None:
+    chunks: dict[int, Reference] = {i: Inline(expected(i)) for i in range(CHUNKS)}
+    chunks.update({i: Range(f"mem://o{i}", 0, CHUNK) for i in (0, 1)})
+    refs = DictReferences(
+        explicit={"g/.zarray": Inline(b"{}")},
+        grid_list=[ChunkGrid("g", (CHUNKS,), ".")],
+        chunks={0: chunks},
+    )
+    target = MemoryTarget(objects={f"mem://o{i}": expected(i) for i in (0, 1)})
+    wired = wire(refs, target, ReadConfig(neighbour_bytes=4 * CHUNK, neighbour_count=2))
+    async with wired.reader.running():
+        for number in (0, 1):
+            assert await read_grid_chunk(wired.fs, number) == expected(number)
+    # the chain from g/1 looked at four chunks (twice the count: g/1 to g/4), inline or not
+    assert sorted(index for _, index in refs.chunk_calls if index >= 2) == [2, 3, 4]

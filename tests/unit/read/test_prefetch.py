@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 from refmount.config import ReadConfig, RetryConfig
+from refmount.errors import TargetError
 from refmount.model import Range
 from refmount.read import prefetch
 from refmount.read.path import NeighbourPrefetch
@@ -261,3 +262,67 @@ async def test_what_is_kept_of_an_object_goes_as_a_whole(
             assert reader.prefetch_neighbours("mem://other", spans).requested == 400
         # a window over obj that reads waited for may reach further, unless that was forgotten
         assert reader.prefetch_neighbours("mem://obj", spans).scale == scale
+
+
+def objects_target(count: int, size: int = 100) -> tuple[MemoryTarget, list[tuple[str, int, int]]]:
+    """``count`` objects of ``size`` bytes (``mem://o<i>``), and the span of each, whole."""
+    objects = {f"mem://o{i}": bytes([i]) * size for i in range(count)}
+    return MemoryTarget(objects=objects), [(url, 0, size) for url in objects]
+
+
+async def test_objects_ahead_are_fetched_one_request_each_within_the_window() -> None:
+    target, spans = objects_target(10)
+    reader = reader_for(target, neighbour_bytes=1000, neighbour_count=4)
+    assert reader.prefetch_objects(spans).resume_at == 0  # not running: nothing
+    async with reader.running():
+        first = reader.prefetch_objects(spans)
+        # four objects (the count), one request each; from the third on fewer than three
+        # (three quarters of the count) are ahead; the window doubles next time
+        assert (first.requested, first.resume_at, first.scale) == (400, 2, 2)
+        assert reader.prefetch_objects(spans[1:3]) == NeighbourPrefetch(0, 0, 1)  # all ahead
+        await trio.testing.wait_all_tasks_blocked()
+        again = reader.prefetch_objects(spans[1:], first.scale)
+        # three ahead, scale 2: up to eight, five more sent
+        assert (again.requested, again.scale) == (500, 4)
+    assert sorted(target.ranges) == sorted((url, 0, 100) for url, _, _ in spans[:9])
+
+
+async def test_a_read_of_an_object_being_prefetched_waits_for_it_and_is_served() -> None:
+    target, spans = objects_target(3)
+    reader = reader_for(target, neighbour_bytes=1000)
+    async with reader.running(), trio.open_nursery() as nursery:
+        target.gate = gate = trio.Event()
+        reader.prefetch_objects(spans)
+        got: list[bytes] = []
+
+        async def read() -> None:
+            got.append(bytes(await reader.read("k", Range("mem://o1", 0, 100), 0, 100)))
+
+        nursery.start_soon(read)
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+    assert got == [b"\x01" * 100]
+    assert sorted(target.ranges) == sorted((url, 0, 100) for url, _, _ in spans)  # once each
+    assert reader.statistics().prefetch_waits == 1
+
+
+async def test_a_failed_object_prefetch_leaves_the_read_its_own_request_and_error() -> None:
+    target, spans = objects_target(3)
+    target.failing.add("mem://o1")
+    reader = reader_for(target, neighbour_bytes=1000)
+    async with reader.running():
+        reader.prefetch_objects(spans)
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(TargetError):
+            await reader.read("k", Range("mem://o1", 0, 100), 0, 100)
+        assert bytes(await reader.read("k", Range("mem://o2", 0, 100), 0, 100)) == b"\x02" * 100
+    assert target.ranges.count(("mem://o2", 0, 100)) == 1  # served from the prefetch
+
+
+async def test_object_prefetch_keeps_to_half_the_budget() -> None:
+    target, spans = objects_target(10)
+    reader = reader_for(target, cache_size=500, neighbour_bytes=1000)
+    async with reader.running():
+        first = reader.prefetch_objects(spans)
+    assert first.requested == 200  # 250 bytes of room: two objects of 100

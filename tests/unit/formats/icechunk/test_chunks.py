@@ -1,11 +1,18 @@
-"""Tests of an array's chunk table: lookups, sizes, kinds and bad coordinates."""
+"""Tests of an array's chunk table: lookups, sizes, kinds and bad coordinates, and its builder
+(batches taken one at a time, in grid order or not)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from refmount.formats.icechunk.chunks import ChunkBatch, ChunkKind, ChunkTable, flat_indices
+from refmount.formats.icechunk.chunks import (
+    ChunkBatch,
+    ChunkKind,
+    ChunkTable,
+    ChunkTableBuilder,
+    flat_indices,
+)
 from refmount.model import ChunkGrid
 
 GRID = ChunkGrid("a", (3, 4), "/", "c")
@@ -43,6 +50,26 @@ def test_batches_in_any_order_make_one_sorted_table() -> None:
     assert last is not None
     assert (table.kind(last), table.length(last)) == (ChunkKind.VIRTUAL, 100)
     assert table.count_by_kind() == {ChunkKind.NATIVE: 1, ChunkKind.VIRTUAL: 1, ChunkKind.INLINE: 1}
+
+
+def test_batches_in_grid_order_keep_their_rows_and_inline_chunks() -> None:
+    builder = ChunkTableBuilder(GRID)
+    builder.add(batch([[0, 0], [0, 2]], [1, 3], [10, 3], row1=b"xyz"))
+    builder.add(batch([[2, 1], [2, 3]], [2, 3], [20, 1], row1=b"q"))
+    table = builder.build()
+    assert [table.position(i) for i in (0, 2, 9, 11)] == [0, 1, 2, 3]
+    assert (table.inline_data(1), table.inline_data(3)) == (b"xyz", b"q")
+    assert table.sizes(0, 12) == [10, -1, 3, -1, -1, -1, -1, -1, -1, 20, -1, 1]
+
+
+def test_a_repeated_chunk_is_sorted_like_any_other() -> None:
+    builder = ChunkTableBuilder(GRID)
+    builder.add(batch([[0, 1], [0, 1]], [3, 1], [2, 8], row0=b"ab"))
+    table = builder.build()
+    assert len(table) == 2
+    first = table.position(1)
+    assert first is not None
+    assert table.inline_data(first) == b"ab"
 
 
 def test_sizes_and_the_next_present_chunk() -> None:
