@@ -199,6 +199,8 @@ class MountConfig:
     gid: int | None = None
     umask: int | None = None
     pin_versions: bool = True
+    pins: str | None = None
+    """The pins file (``--pins``) whose recorded versions are pinned instead of first use's."""
     xattrs: bool = False
     nonempty: bool = False
     max_refs_size: int | None = None

@@ -7,10 +7,9 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Iterator
 
-import trio
-
 from refmount.check.summary import UNREADABLE, ArrayInfo, Summary, TargetInfo
-from refmount.errors import ReferenceFormatError, RefmountError
+from refmount.check.targets import ask_each_target
+from refmount.errors import ReferenceFormatError
 from refmount.formats import LoadOptions, load, zarr_meta
 from refmount.formats.options import Progress
 from refmount.formats.parquet import COLUMN_SETS, ParquetReferenceSet
@@ -23,9 +22,6 @@ METADATA_NAMES = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr
 
 FULL_COLUMNS = COLUMN_SETS[0]
 """The columns every reader of Parquet reference sets knows: path, offset, size, raw."""
-
-SIZE_REQUESTS = 16
-"""How many size requests ``--sizes`` keeps in flight at once."""
 
 SizeOf = Callable[[str], Awaitable[int]]
 """Asks a target for its size in bytes (``Store.size``)."""
@@ -255,20 +251,13 @@ def _warn_columns(
 
 
 async def ask_sizes(summary: Summary, size_of: SizeOf) -> None:
-    """Ask every target of ``summary`` for its size (``SIZE_REQUESTS`` at a time): whole-target
+    """Ask every target of ``summary`` for its size (``REQUESTS`` at a time): whole-target
     references get sizes, and ranges that end beyond their target become problems."""
-    limiter = trio.CapacityLimiter(SIZE_REQUESTS)
 
     async def ask(target: TargetInfo) -> None:
-        async with limiter:
-            try:
-                target.size = await size_of(target.url)
-            except (RefmountError, OSError) as error:
-                summary.problem(target.first_key, f"cannot get the size of {target.url}: {error}")
+        target.size = await size_of(target.url)
 
-    async with trio.open_nursery() as nursery:
-        for target in summary.targets.values():
-            nursery.start_soon(ask, target)
+    await ask_each_target(summary, ask, "size")
     whole_bytes: int | None = 0
     for target in summary.targets.values():
         if target.size is None:

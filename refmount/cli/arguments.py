@@ -45,7 +45,7 @@ given the same way, which is what /etc/fstab needs:
   target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
   uid=N  gid=N  umask=MASK  no_pin  fetcher=ENGINE  no_tune_kernel  tune_read_ahead=SIZE
-  xattr  nonempty  decode  max_refs_size=SIZE  format=FORMAT
+  xattr  nonempty  decode  max_refs_size=SIZE  format=FORMAT  pins=FILE
   branch=NAME  tag=NAME  snapshot=ID  authorize_container=PREFIX (repeatable)
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
@@ -181,6 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not pin each target's ETag or mtime at first use (a target that changes "
         "while mounted may then mix two versions)",
+    )
+    parser.add_argument(
+        "--pins",
+        metavar="FILE",
+        help="pin each target to the version FILE records (written by refmount pin) instead "
+        "of the one met at first use, so every mount of a cluster serves one version; a "
+        "target that differs fails its reads with EIO",
     )
     parser.add_argument(
         "--fetcher",

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from refmount.cli.options import (
     absolute,
@@ -22,6 +23,10 @@ from refmount.config import ReadConfig, parse_size
 from refmount.errors import ReferenceFormatError, out_of_memory_is_bad_input
 from refmount.ops.logs import ProgressReporter, setup_logging
 from refmount.ops.memory import default_max_refs_size, describe_limit
+
+if TYPE_CHECKING:
+    from refmount.check import Summary
+    from refmount.store.store import Store
 
 CHECK_DESCRIPTION = """\
 Validate a reference set without mounting it: load it as a mount would, but collect every
@@ -86,13 +91,50 @@ def build_check_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cache-size", metavar="SIZE", help="as for mounting (--decode: its quarter rule)"
     )
+    parser.add_argument(
+        "--pins",
+        metavar="FILE",
+        help="ask every target for its version and report each that differs from the one "
+        "FILE records (refmount pin wrote it)",
+    )
     return parser
 
 
 def check_main(argv: Sequence[str]) -> int:
     """Run ``refmount check``; return 0 for a clean set, 2 for problems or bad arguments."""
-    parser = build_check_parser()
-    args = parser.parse_args(argv)
+    args = build_check_parser().parse_args(argv)
+    checked = load_summary(args, quick=args.quick, decode=args.decode)
+    if isinstance(checked, int):
+        return checked
+    summary, store = checked
+    import trio
+
+    from refmount import check
+
+    if args.sizes and not summary.malformed:
+        trio.run(check.ask_sizes, summary, store.size)
+    if args.pins is not None and not summary.malformed:
+        from refmount.store.pin_file import read_pins
+
+        try:
+            recorded = read_pins(absolute(args.pins))
+        except ReferenceFormatError as error:
+            print(f"refmount: error: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        progress = ProgressReporter(args.refs, sys.stderr, unit="targets", verb="asking")
+        trio.run(check.compare_with_pins, summary, recorded, args.pins, store.version, progress)
+    if args.json:
+        print(json.dumps(summary.to_json(), indent=2))
+    else:
+        print(check.format_summary(summary))
+    return EXIT_OK if summary.ok else EXIT_BAD_INPUT
+
+
+def load_summary(
+    args: argparse.Namespace, *, quick: bool = False, decode: bool = False
+) -> tuple[Summary, Store] | int:
+    """Check the set that ``args`` (from ``build_check_parser``) name; return its summary and
+    a store for its targets, or the exit status when it could not be loaded at all."""
     try:
         words = take_options(args, _CHECK_OPTIONS)
         check_values(args, words.s3)
@@ -103,8 +145,7 @@ def check_main(argv: Sequence[str]) -> int:
     except ValueError as error:
         usage_error(str(error))
     setup_logging("warning", journald="JOURNAL_STREAM" in os.environ)
-    import trio  # the heavy imports, only once the arguments are good
-
+    # the heavy imports, only once the arguments are good
     from refmount import check
     from refmount.formats import LoadOptions
     from refmount.store.options import StorageOptions
@@ -129,19 +170,13 @@ def check_main(argv: Sequence[str]) -> int:
             summary = check.check_references(
                 source,
                 options,
-                quick=args.quick,
+                quick=quick,
                 scan_progress=ProgressReporter(
                     refs, sys.stderr, unit="chunk rows", verb="scanning"
                 ),
-                decode_cache=cache_size if args.decode else None,
+                decode_cache=cache_size if decode else None,
             )
     except ReferenceFormatError as error:
         print(f"refmount: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.sizes and not summary.malformed:
-        trio.run(check.ask_sizes, summary, Store(StorageOptions(remote_options, s3)).size)
-    if args.json:
-        print(json.dumps(summary.to_json(), indent=2))
-    else:
-        print(check.format_summary(summary))
-    return EXIT_OK if summary.ok else EXIT_BAD_INPUT
+    return summary, Store(StorageOptions(remote_options, s3))

@@ -1,6 +1,6 @@
-"""The ``refmount`` command: ``main`` sends a first argument of ``check`` or ``stats`` to that
-subcommand, and otherwise mounts, in the background or (with ``-f``, as the background child
-does) here; it maps failures to exit statuses."""
+"""The ``refmount`` command: ``main`` sends a first argument of ``check``, ``pin`` or
+``stats`` to that subcommand, and otherwise mounts, in the background or (with ``-f``, as the
+background child does) here; it maps failures to exit statuses."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from refmount.cli.background import (
 )
 from refmount.cli.check import check_main
 from refmount.cli.options import parse_args
+from refmount.cli.pin import pin_main
 from refmount.cli.stats import stats_main
 from refmount.cli.status import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK
 from refmount.config import STDIN_REFS
@@ -25,19 +26,21 @@ from refmount.ops.logs import ProgressReporter, setup_logging
 
 log = logging.getLogger("refmount")
 
-SUBCOMMANDS = ("check", "stats")
+SUBCOMMANDS = ("check", "pin", "stats")
 """Words that, as the first argument, select a subcommand instead of naming REFS."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``refmount`` command; return its exit status.
 
-    A first argument of ``check`` or ``stats`` selects that subcommand; anything else
+    A first argument of ``check``, ``pin`` or ``stats`` selects that subcommand; anything else
     (including ``--`` before a reference file called ``check``) is a mount.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "check":
         return check_main(argv[1:])
+    if argv and argv[0] == "pin":
+        return pin_main(argv[1:])
     if argv and argv[0] == "stats":
         return stats_main(argv[1:])
     command = parse_args(argv)

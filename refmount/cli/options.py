@@ -102,6 +102,7 @@ _OWN_OPTIONS = frozenset(
         "gid",
         "umask",
         "no_pin",
+        "pins",
         "fetcher",
         "no_tune_kernel",
         "tune_kernel",
@@ -251,6 +252,7 @@ def parse_args(argv: Sequence[str]) -> MountCommand:
             gid=None if args.gid is None else _id("gid", args.gid, grp.getgrnam),
             umask=None if args.umask is None else parse_umask(str(args.umask)),
             pin_versions=not args.no_pin,
+            pins=None if args.pins is None else absolute(args.pins),
             xattrs=bool(args.xattr),
             nonempty=bool(args.nonempty),
             max_refs_size=max_refs_size(args.max_refs_size),
@@ -295,7 +297,7 @@ def _check_option_form(name: str, own: str, value: str | None) -> None:
 def check_values(args: argparse.Namespace, shortcuts: Mapping[str, str | bool]) -> None:
     """Raise ``ValueError`` for option values that would only fail once mounted (or, for
     ``refmount check``, once loading); a flag the command lacks is not checked."""
-    for flag in ("refs", "target", "remote_protocol", "log_file", "base", "branch", "tag"):
+    for flag in ("refs", "target", "remote_protocol", "log_file", "base", "branch", "tag", "pins"):
         value = getattr(args, flag, None)
         if isinstance(value, str) and not value.strip():
             raise ValueError(f"{_flag(flag)} must not be empty")
@@ -310,6 +312,8 @@ def check_values(args: argparse.Namespace, shortcuts: Mapping[str, str | bool]) 
     log_file = getattr(args, "log_file", None)
     if log_file is not None:
         _check_log_file(log_file)
+    if getattr(args, "pins", None) is not None and getattr(args, "no_pin", False):
+        raise ValueError("--pins and --no-pin exclude each other")
     if getattr(args, "decode", False):
         missing = missing_dependency()
         if missing is not None:

@@ -82,6 +82,8 @@ def open_mount(config: MountConfig, loaded: Loaded) -> MountParts:
         own_mount=str(mountpoint),
         fetcher=config.fetcher,
         icechunk_store=loaded.chunk_store,
+        recorded=loaded.recorded_pins,
+        recorded_in=config.pins or "",
     )
     reader = Reader(store, config.read, config.retry)
     references: ReferenceSet = loaded.references

@@ -28,11 +28,13 @@ through its session (``icechunk_engine``), which checks them against their commi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
+import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, cast
 
 import trio
@@ -86,6 +88,9 @@ class Store:
     the real path is what is read). Local targets inside ``own_mount`` (the mountpoint) are
     refused: reading them would ask this very mount. ``pin`` records each target's version
     at first use; a later read of another version fails with ``TargetChangedError``.
+    ``recorded`` (``--pins``, read from the file ``recorded_in``) gives the versions to pin
+    instead of those of first use: each is compared with the target at its first use, as a
+    pin is; a target it lacks is pinned at first use, with one warning per mount.
     """
 
     def __init__(
@@ -102,6 +107,8 @@ class Store:
         fetcher: str = "auto",
         obstore_engine: ObstoreEngine | None = None,
         icechunk_store: object | None = None,
+        recorded: Mapping[str, Pin] | None = None,
+        recorded_in: str = "",
     ) -> None:
         if fetcher not in FETCHERS:
             raise ValueError(f"fetcher must be one of {', '.join(FETCHERS)}, not {fetcher!r}")
@@ -118,6 +125,9 @@ class Store:
         self._clock = clock
         self._pins: dict[str, Pin] = {}
         self._pinning: SingleFlight[Pin] = SingleFlight()
+        self._recorded = recorded
+        self._recorded_in = recorded_in
+        self._unrecorded_told = False
         self._local = LocalFiles(
             self._runner.threads, forbidden=() if own_mount is None else (own_mount,)
         )
@@ -278,14 +288,43 @@ class Store:
 
         async def ask() -> Pin:
             pin = self._pins.get(url)  # pinned while this task waited for its turn
+            if pin is not None:
+                return pin
+            pin = self._recorded_pin(url)
             if pin is None:
                 pin = await self._current_version(url, route, fs, path)
                 if not pin.known:
                     log.debug("%s reports no ETag or modification time: not pinned", url)
-                self._pins[url] = pin
+            self._pins[url] = pin
             return pin
 
         return await self._pinning.run(url, ask, share_errors=False)
+
+    def _recorded_pin(self, url: str) -> Pin | None:
+        """Return a fresh copy of the version ``--pins`` recorded for ``url``, never checked
+        (so its first use compares it with the target), or None if none was recorded."""
+        if self._recorded is None:
+            return None
+        recorded = self._recorded.get(url)
+        if recorded is None:
+            if not self._unrecorded_told:
+                self._unrecorded_told = True
+                log.warning(
+                    "%s is not in the pins file %s: pinned at its first use instead (other "
+                    "targets missing from it are not named)",
+                    url,
+                    self._recorded_in,
+                )
+            return None
+        return dataclasses.replace(recorded, checked=-math.inf)
+
+    async def version(self, url: str) -> Pin:
+        """Return the version of ``url`` now, as a mount would pin it (``refmount pin``)."""
+        route = self._route(url)
+        if self._obstore_plan(url) is not None:
+            return await self._current_version(url, route, None, url)
+        fs, path = await self._resolve(url, route)
+        return await self._current_version(url, route, fs, path)
 
     async def _current_version(self, url: str, route: Route, fs: FileSystem, path: str) -> Pin:
         plan = self._obstore_plan(url)
@@ -309,7 +348,7 @@ class Store:
             now = (await self._current_version(url, route, fs, path)).describe()
         except TargetError:
             now = "another version (HTTP 412)"
-        return TargetChangedError(url, pin.describe(), now)
+        return TargetChangedError(url, pin.describe(), now, pin.origin)
 
     async def _recheck(self, url: str, route: Route, fs: FileSystem, path: str, pin: Pin) -> None:
         """Where a read cannot carry the version: ask again once the last check is old."""
@@ -317,7 +356,7 @@ class Store:
             return
         current = await self._current_version(url, route, fs, path)
         if not pin.same(current):
-            raise TargetChangedError(url, pin.describe(), current.describe())
+            raise TargetChangedError(url, pin.describe(), current.describe(), pin.origin)
         pin.checked = current.checked
 
     def read_now(self, url: str, start: int, end: int) -> bytes | None:
@@ -365,7 +404,7 @@ class Store:
         now = self._clock()
         current = Pin.from_stat(status, now)
         if not pin.same(current):
-            raise TargetChangedError(url, pin.describe(), current.describe())
+            raise TargetChangedError(url, pin.describe(), current.describe(), pin.origin)
         if now - pin.checked >= self._recheck_after:
             try:
                 at_path = Pin.from_stat(await self._local.path_status(path), now)
@@ -373,7 +412,7 @@ class Store:
                 raise target_error(url, error) from error
             if not pin.same(at_path):
                 self._local.forget(path)
-                raise TargetChangedError(url, pin.describe(), at_path.describe())
+                raise TargetChangedError(url, pin.describe(), at_path.describe(), pin.origin)
             pin.checked = now
         return data
 
