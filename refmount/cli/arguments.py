@@ -12,6 +12,7 @@ USAGE = """\
 refmount [options] REFS MOUNTPOINT
        refmount [options] [--branch NAME | --tag NAME | --snapshot ID] REPO MOUNTPOINT
        refmount check [options] REFS
+       refmount pin [options] REFS > pins.json
        refmount stats [--format {text,json,prometheus}] MOUNTPOINT"""
 
 DESCRIPTION = """\
@@ -31,9 +32,10 @@ chunk against its commit. Needs: pip install 'refmount[icechunk]' (Python 3.12 o
 subcommands (only as the first argument):
   check REFS     validate a reference set without mounting it and summarise it
                  (refmount check --help)
+  pin REFS       print the version of every target, for --pins (refmount pin --help)
   stats MNT      show the counters and latencies of a mounted refmount
                  (refmount stats --help)
-To mount a reference file literally called 'check' or 'stats', write ./check, or put
+To mount a reference file literally called 'check', 'pin' or 'stats', write ./check, or put
 '--' first: refmount -- check /mnt/data
 """
 

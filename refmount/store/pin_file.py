@@ -54,6 +54,11 @@ def read_pins(path: str, cap: int = MAX_PINS_FILE) -> dict[str, Pin]:
         raise ReferenceFormatError(path, None, f"cannot read: {error.strerror}") from error
     if len(data) > cap:
         raise ReferenceFormatError(path, None, f"a pins file is at most {cap:,} bytes")
+    return loads_pins(path, data)
+
+
+def loads_pins(path: str, data: bytes) -> dict[str, Pin]:
+    """Return the pins of a pins file's bytes (``path`` names it in errors)."""
     try:
         document = json.loads(data)
     except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
