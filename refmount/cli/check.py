@@ -7,7 +7,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from refmount.cli.options import (
@@ -26,6 +27,9 @@ from refmount.ops.memory import default_max_refs_size, describe_limit
 
 if TYPE_CHECKING:
     from refmount.check import Summary
+    from refmount.formats import LoadOptions
+    from refmount.model import ReferenceSource
+    from refmount.store.options import StorageOptions
     from refmount.store.store import Store
 
 CHECK_DESCRIPTION = """\
@@ -130,13 +134,22 @@ def check_main(argv: Sequence[str]) -> int:
     return EXIT_OK if summary.ok else EXIT_BAD_INPUT
 
 
-def load_summary(
-    args: argparse.Namespace, *, quick: bool = False, decode: bool = False
-) -> tuple[Summary, Store] | int:
-    """Check the set that ``args`` (from ``build_check_parser``) name; return its summary and
-    a store for its targets, or the exit status when it could not be loaded at all."""
+@dataclass(frozen=True, slots=True)
+class OpenedSet:
+    """A set named on the command line, opened but not read: its source, how to load it,
+    the storage options of its targets and the memory cache size the options give."""
+
+    source: ReferenceSource
+    options: LoadOptions
+    targets: StorageOptions
+    cache_size: int
+
+
+def open_set(args: argparse.Namespace, names: Collection[str] = _CHECK_OPTIONS) -> OpenedSet | int:
+    """Open the set that ``args`` (from ``build_check_parser``, ``-o`` options of ``names``)
+    name; return it, or the exit status when it cannot be opened (bad arguments exit)."""
     try:
-        words = take_options(args, _CHECK_OPTIONS)
+        words = take_options(args, names)
         check_values(args, words.s3)
         target_options = json_object("--target-options", args.target_options)
         remote_options = json_object("--remote-options", args.remote_options)
@@ -146,11 +159,9 @@ def load_summary(
         usage_error(str(error))
     setup_logging("warning", journald="JOURNAL_STREAM" in os.environ)
     # the heavy imports, only once the arguments are good
-    from refmount import check
     from refmount.formats import LoadOptions
     from refmount.store.options import StorageOptions
     from refmount.store.sources import FsspecSource
-    from refmount.store.store import Store
 
     refs = absolute(args.refs)
     s3 = s3_options(words.s3)
@@ -165,18 +176,33 @@ def load_summary(
         progress=ProgressReporter(refs, sys.stderr),
         max_size=cap,
     )
+    return OpenedSet(source, options, StorageOptions(remote_options, s3), cache_size)
+
+
+def load_summary(
+    args: argparse.Namespace, *, quick: bool = False, decode: bool = False
+) -> tuple[Summary, Store] | int:
+    """Check the set that ``args`` (from ``build_check_parser``) name; return its summary and
+    a store for its targets, or the exit status when it could not be loaded at all."""
+    opened = open_set(args)
+    if isinstance(opened, int):
+        return opened
+    from refmount import check
+    from refmount.store.store import Store
+
+    refs = opened.source.url
     try:
         with out_of_memory_is_bad_input(refs, describe_limit):
             summary = check.check_references(
-                source,
-                options,
+                opened.source,
+                opened.options,
                 quick=quick,
                 scan_progress=ProgressReporter(
                     refs, sys.stderr, unit="chunk rows", verb="scanning"
                 ),
-                decode_cache=cache_size if decode else None,
+                decode_cache=opened.cache_size if decode else None,
             )
     except ReferenceFormatError as error:
         print(f"refmount: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return summary, Store(StorageOptions(remote_options, s3))
+    return summary, Store(opened.targets)

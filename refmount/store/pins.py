@@ -56,6 +56,15 @@ class Pin:
             return _opaque(self.etag) == _opaque(other.etag)
         return (self.modified, self.size) == (other.modified, other.size)
 
+    def identity(self) -> str | None:
+        """Return the version as the disk cache's keys name it: the ETag's opaque value if
+        there is one, else mtime and size (None for a version not known)."""
+        if self.etag is not None:
+            return f"etag {_opaque(self.etag)}"
+        if self.modified is not None:
+            return f"modified {self.modified} size {self.size}"
+        return None
+
     def describe(self) -> str:
         """Return the version as a log line shows it."""
         if self.etag is not None:

@@ -43,6 +43,7 @@ from refmount.config import FETCHERS
 from refmount.errors import TargetChangedError, TargetError, TargetReadError
 from refmount.flight import SingleFlight
 from refmount.lru import LRU
+from refmount.store.disk_cache import DiskCache
 from refmount.store.failures import target_error
 from refmount.store.fsspec_engine import FileSystem, FsspecEngine, VersionRefused
 from refmount.store.local_files import LocalFiles
@@ -90,7 +91,8 @@ class Store:
     at first use; a later read of another version fails with ``TargetChangedError``.
     ``recorded`` (``--pins``, read from the file ``recorded_in``) gives the versions to pin
     instead of those of first use: each is compared with the target at its first use, as a
-    pin is; a target it lacks is pinned at first use, with one warning per mount.
+    pin is; a target it lacks is pinned at first use, with one warning per mount. ``disk``
+    (``--cache-dir``) keeps the fetched ranges of pinned remote targets on local disk.
     """
 
     def __init__(
@@ -109,6 +111,7 @@ class Store:
         icechunk_store: object | None = None,
         recorded: Mapping[str, Pin] | None = None,
         recorded_in: str = "",
+        disk: DiskCache | None = None,
     ) -> None:
         if fetcher not in FETCHERS:
             raise ValueError(f"fetcher must be one of {', '.join(FETCHERS)}, not {fetcher!r}")
@@ -127,6 +130,7 @@ class Store:
         self._pinning: SingleFlight[Pin] = SingleFlight()
         self._recorded = recorded
         self._recorded_in = recorded_in
+        self._disk = disk
         self._unrecorded_told = False
         self._local = LocalFiles(
             self._runner.threads, forbidden=() if own_mount is None else (own_mount,)
@@ -140,8 +144,15 @@ class Store:
             self._icechunk = IcechunkEngine(cast("ChunkStore", icechunk_store), self._runner)
 
     def close(self) -> None:
-        """Close the local files kept open (once the event loop has stopped, on its thread)."""
+        """Close the local files kept open and the disk cache (once the event loop has
+        stopped, on its thread)."""
         self._local.close()
+        if self._disk is not None:
+            self._disk.close()
+
+    def disk_statistics(self) -> dict[str, int] | None:
+        """Return the disk cache's counters by name, or None without a disk cache."""
+        return None if self._disk is None else dataclasses.asdict(self._disk.statistics())
 
     def filesystem(self, url: str) -> tuple[FileSystem, str]:
         """Return the fsspec filesystem that serves ``url`` and the path to give it (made now
@@ -182,9 +193,27 @@ class Store:
         return self._pins.get(url)
 
     async def read_range(self, url: str, start: int, end: int) -> Data:
-        """Return bytes ``[start, end)`` of ``url`` (fewer if the target is shorter)."""
+        """Return bytes ``[start, end)`` of ``url`` (fewer if the target is shorter).
+
+        With a disk cache, a pinned remote target's bytes come from it where cached; what
+        is missing is fetched (``_fetch``) and kept there.
+        """
         if self._icechunk is not None and self._icechunk.serves(url):
             return await self._icechunk.read(url, start, end)
+        disk = self._disk
+        if disk is not None and self._pin:
+            route = self._route(url)
+            if route.kind is not Kind.LOCAL:
+                fs, path = await self._where(url, route)
+                pin = await self._pinned(url, route, fs, path)
+                version = pin.identity()
+                if version is not None and pin.size is not None:
+                    fetch = functools.partial(self._fetch, url)
+                    return await disk.read(url, version, pin.size, start, end, fetch)
+        return await self._fetch(url, start, end)
+
+    async def _fetch(self, url: str, start: int, end: int) -> Data:
+        """Read bytes ``[start, end)`` of ``url`` from the target, through its engine."""
         route = self._route(url)
         plan = self._obstore_plan(url)
         if plan is not None:
@@ -321,10 +350,15 @@ class Store:
     async def version(self, url: str) -> Pin:
         """Return the version of ``url`` now, as a mount would pin it (``refmount pin``)."""
         route = self._route(url)
-        if self._obstore_plan(url) is not None:
-            return await self._current_version(url, route, None, url)
-        fs, path = await self._resolve(url, route)
+        fs, path = await self._where(url, route)
         return await self._current_version(url, route, fs, path)
+
+    async def _where(self, url: str, route: Route) -> tuple[FileSystem, str]:
+        """Return the fsspec filesystem and path of ``url``, or ``(None, url)`` when obstore
+        reads it."""
+        if self._obstore_plan(url) is not None:
+            return None, url
+        return await self._resolve(url, route)
 
     async def _current_version(self, url: str, route: Route, fs: FileSystem, path: str) -> Pin:
         plan = self._obstore_plan(url)
