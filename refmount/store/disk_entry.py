@@ -18,7 +18,7 @@ Two mounts may write one entry at once: pieces of one version are the same bytes
 writes them, and each record is one ``O_APPEND`` write, which the kernel never interleaves.
 A mount learns of pieces others wrote by reading the log's new records on a miss.
 
-Every method blocks (file I/O): the cache calls them in worker threads. Files are opened
+Every method but ``missing`` blocks (file I/O): the cache calls them in worker threads. Files are opened
 relative to the cache directory's descriptor with ``O_NOFOLLOW``, and must be regular files
 owned by this user.
 """
@@ -138,12 +138,11 @@ class DiskEntry:
                 self._pieces[number] = Piece(length, crc)
 
     def missing(self, first: int, last: int) -> list[tuple[int, int]]:
-        """Return the runs ``[a, b)`` of pieces ``first..last`` not known to be cached."""
-        with self._lock:
-            self._open()
-            return self._missing(first, last)
+        """Return the runs ``[a, b)`` of pieces ``first..last`` not known to be cached.
 
-    def _missing(self, first: int, last: int) -> list[tuple[int, int]]:
+        The one method that neither blocks nor takes the lock (the event loop calls it):
+        it only tests membership, which is atomic while a thread adds or drops pieces.
+        """
         runs: list[tuple[int, int]] = []
         start: int | None = None
         for number in range(first, last + 1):
