@@ -18,9 +18,9 @@ Two mounts may write one entry at once: pieces of one version are the same bytes
 writes them, and each record is one ``O_APPEND`` write, which the kernel never interleaves.
 A mount learns of pieces others wrote by reading the log's new records on a miss.
 
-Every method but ``missing`` blocks (file I/O): the cache calls them in worker threads. Files are opened
-relative to the cache directory's descriptor with ``O_NOFOLLOW``, and must be regular files
-owned by this user.
+Every method but ``missing`` blocks (file I/O): the cache calls them in worker threads.
+Files are opened relative to the cache directory's descriptor with ``O_NOFOLLOW``, and must
+be regular files owned by this user.
 """
 
 from __future__ import annotations
