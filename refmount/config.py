@@ -202,6 +202,12 @@ class MountConfig:
     gid: int | None = None
     umask: int | None = None
     pin_versions: bool = True
+    pins: str | None = None
+    """The pins file (``--pins``) whose recorded versions are pinned instead of first use's."""
+    cache_dir: str | None = None
+    """The disk cache's directory (``--cache-dir``), or None for no disk cache."""
+    cache_dir_size: int | None = None
+    """The most the disk cache may hold (None: ``store.disk_cache.default_size``)."""
     xattrs: bool = False
     nonempty: bool = False
     max_refs_size: int | None = None

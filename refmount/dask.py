@@ -10,6 +10,10 @@ through two lock files named after the mountpoint:
   it runs. The kernel drops it when the nanny exits, even by SIGKILL, so the nanny that
   leaves last, whose exclusive lock on it succeeds, unmounts.
 
+``pins=`` (a pins file that ``refmount pin`` wrote, or its parsed document) travels with the
+plugin: every host mounts with the same record (``--pins``), so every node serves the same
+version of each target or fails.
+
 Installed with ``pip install 'refmount[dask]'``.
 """
 
@@ -20,6 +24,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -36,6 +41,7 @@ from refmount import cli
 from refmount.api import build_argv, encode_references, start_error
 from refmount.config import STDIN_REFS
 from refmount.daemon import mounts_on
+from refmount.store.pin_file import loads_pins, parse_pins
 
 MOUNT_FSTYPE = "fuse.refmount"
 """How the mount table names a refmount mount."""
@@ -79,6 +85,9 @@ class RefmountPlugin(NannyPlugin):
     ``client.register_plugin(...)``: nannies that exist mount at once, new ones before they
     start their worker. A worker's restart leaves the mount alone; the mount goes when the
     host's last nanny closes.
+
+    ``pins`` is a pins file (read here, on the client) or its parsed document: each host
+    writes it to a private file for its mount's ``--pins``.
     """
 
     idempotent = True
@@ -87,8 +96,11 @@ class RefmountPlugin(NannyPlugin):
         self,
         refs: str | os.PathLike[str] | Mapping[str, Any],
         mountpoint: str | os.PathLike[str],
+        *,
+        pins: str | os.PathLike[str] | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> None:
+        self._pins = None if pins is None else pins_document(pins)
         if isinstance(refs, Mapping):
             self._document: bytes | None = encode_references(refs)
             self._refs = STDIN_REFS
@@ -159,7 +171,9 @@ class RefmountPlugin(NannyPlugin):
         """Run the ``refmount`` command, which returns once its detached daemon answers."""
         self.mountpoint.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, *cli.BACKGROUND_INTERPRETER_FLAGS, "-m", "refmount"]
-        with tempfile.TemporaryFile() as said:
+        with tempfile.TemporaryFile() as said, _pins_file(self._pins) as pins:
+            if pins is not None:  # read by the daemon before it reports it is ready
+                command += ["--pins", pins]
             if self._document is None:
                 status = subprocess.call(
                     [*command, *self._argv],
@@ -185,6 +199,31 @@ class RefmountPlugin(NannyPlugin):
         deadline = time.monotonic() + UNMOUNT_TIMEOUT
         while is_mounted(self.mountpoint) and time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+def pins_document(pins: str | os.PathLike[str] | Mapping[str, Any]) -> bytes:
+    """Return the pins file's bytes for ``pins`` (a path, or a parsed pins document),
+    checked here so a malformed one fails on the client (``ReferenceFormatError``)."""
+    if isinstance(pins, Mapping):
+        parse_pins("pins", pins)
+        return json.dumps(pins).encode()
+    path = os.fspath(pins)
+    data = Path(path).read_bytes()
+    loads_pins(path, data)
+    return data
+
+
+@contextlib.contextmanager
+def _pins_file(document: bytes | None) -> Iterator[str | None]:
+    """Write ``document`` to a file only this user may read, for as long as the mount
+    command runs; yield its path (None when there are no pins)."""
+    if document is None:
+        yield None
+        return
+    with tempfile.NamedTemporaryFile(prefix="refmount-pins-", suffix=".json") as file:
+        file.write(document)
+        file.flush()
+        yield file.name
 
 
 def _fusermount(mountpoint: Path, *flags: str) -> int:

@@ -186,13 +186,13 @@ class TargetReadError(TargetError):
 
 
 class TargetChangedError(TargetError):
-    """The target is no longer the version pinned at its first use; reading it could mix two
-    versions. Never retried."""
+    """The target is no longer the version pinned at its first use (or recorded in the pins
+    file, ``since``); reading it could mix two versions. Never retried."""
 
-    def __init__(self, url: str, pinned: str, now: str) -> None:
+    def __init__(self, url: str, pinned: str, now: str, since: str = "its first use") -> None:
         self.pinned = pinned
         self.now = now
-        super().__init__(url, f"the target changed since its first use: pinned {pinned}, now {now}")
+        super().__init__(url, f"the target changed since {since}: pinned {pinned}, now {now}")
 
 
 class TargetAccessError(TargetError):

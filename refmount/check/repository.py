@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from refmount.check.summary import ContainerInfo, Problem, RepositoryInfo, Summary
-from refmount.check.validate import arrays_of, served_as_stored
+from refmount.check.validate import add_views, arrays_of
 from refmount.config import RepositoryVersion
 from refmount.errors import ReferenceFormatError
 from refmount.formats.icechunk import ContainerOptions, FileLimit, load_repository
@@ -38,6 +38,7 @@ def check_repository(
     limit: FileLimit | None = None,
     container_options: ContainerOptions | None = None,
     decode_cache: int | None = None,
+    zarr_format: int | None = None,
 ) -> Summary:
     """Open the repository at ``url`` at ``version`` and summarise that snapshot.
 
@@ -45,7 +46,8 @@ def check_repository(
     file, a version that does not exist, a container to authorize it does not declare) is
     ``malformed``, with the reason as its problem (as is one whose files Icechunk reads
     whole are larger than ``limit`` allows). With ``decode_cache`` (the cache size of a
-    ``--decode`` mount), the arrays such a mount would serve as stored are listed.
+    ``--decode`` mount), the arrays such a mount would serve as stored are listed; with
+    ``zarr_format`` 2, the arrays a ``--zarr-format 2`` mount serves as v3.
     """
     summary = Summary(url, REPOSITORY_FORMAT)
     try:
@@ -58,8 +60,7 @@ def check_repository(
         _describe(summary, loaded, version)
     finally:
         settle_runtime()  # the command exits next
-    if decode_cache is not None:
-        summary.served_as_stored = served_as_stored(loaded.references, decode_cache)
+    add_views(summary, loaded.references, zarr_format=zarr_format, decode_cache=decode_cache)
     return summary
 
 

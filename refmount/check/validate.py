@@ -8,10 +8,9 @@ import functools
 import json
 from collections.abc import Awaitable, Callable, Iterator
 
-import trio
-
 from refmount.check.summary import UNREADABLE, ArrayInfo, Summary, TargetInfo
-from refmount.errors import ReferenceFormatError, RefmountError
+from refmount.check.targets import ask_each_target
+from refmount.errors import ReferenceFormatError
 from refmount.formats import LoadOptions, load, zarr_meta
 from refmount.formats.options import Progress
 from refmount.formats.parquet import COLUMN_SETS, ParquetReferenceSet
@@ -26,9 +25,6 @@ METADATA_NAMES = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr
 
 FULL_COLUMNS = COLUMN_SETS[0]
 """The columns every reader of Parquet reference sets knows: path, offset, size, raw."""
-
-SIZE_REQUESTS = 16
-"""How many size requests ``--sizes`` keeps in flight at once."""
 
 SizeOf = Callable[[str], Awaitable[int]]
 """Asks a target for its size in bytes (``Store.size``)."""
@@ -80,6 +76,21 @@ def check_references(
         on_invalid=invalid,
     )
     _count(references, summary, scan_progress, scan=not quick)
+    add_views(summary, references, zarr_format=zarr_format, decode_cache=decode_cache)
+    return summary
+
+
+def add_views(
+    summary: Summary,
+    references: ReferenceSet,
+    *,
+    zarr_format: int | None,
+    decode_cache: int | None,
+) -> None:
+    """List in ``summary`` what the views a mount may add leave as stored: with
+    ``zarr_format`` 2, the v3 arrays the v2 view serves as v3; with ``decode_cache`` (the
+    cache size of a ``--decode`` mount), the arrays a decoded mount serves as stored (of the
+    v2 view, when both are asked, as a mount composes them)."""
     if zarr_format == 2:
         decodes = None
         if decode_cache is not None:
@@ -91,7 +102,6 @@ def check_references(
         references = Zarr2References(references, view)
     if decode_cache is not None:
         summary.served_as_stored = served_as_stored(references, decode_cache)
-    return summary
 
 
 def served_as_stored(references: ReferenceSet, decode_cache: int) -> list[tuple[str, str, str]]:
@@ -274,20 +284,13 @@ def _warn_columns(
 
 
 async def ask_sizes(summary: Summary, size_of: SizeOf) -> None:
-    """Ask every target of ``summary`` for its size (``SIZE_REQUESTS`` at a time): whole-target
+    """Ask every target of ``summary`` for its size (``REQUESTS`` at a time): whole-target
     references get sizes, and ranges that end beyond their target become problems."""
-    limiter = trio.CapacityLimiter(SIZE_REQUESTS)
 
     async def ask(target: TargetInfo) -> None:
-        async with limiter:
-            try:
-                target.size = await size_of(target.url)
-            except (RefmountError, OSError) as error:
-                summary.problem(target.first_key, f"cannot get the size of {target.url}: {error}")
+        target.size = await size_of(target.url)
 
-    async with trio.open_nursery() as nursery:
-        for target in summary.targets.values():
-            nursery.start_soon(ask, target)
+    await ask_each_target(summary, ask, "size")
     whole_bytes: int | None = 0
     for target in summary.targets.values():
         if target.size is None:

@@ -12,6 +12,9 @@ USAGE = """\
 refmount [options] REFS MOUNTPOINT
        refmount [options] [--branch NAME | --tag NAME | --snapshot ID] REPO MOUNTPOINT
        refmount check [options] REFS
+       refmount pin [options] REFS > pins.json
+       refmount cache warm --cache-dir DIR [options] REFS [KEY_PREFIX...]
+       refmount cache clear DIR
        refmount stats [--format {text,json,prometheus}] MOUNTPOINT"""
 
 DESCRIPTION = """\
@@ -31,21 +34,25 @@ chunk against its commit. Needs: pip install 'refmount[icechunk]' (Python 3.12 o
 subcommands (only as the first argument):
   check REFS     validate a reference set without mounting it and summarise it
                  (refmount check --help)
+  pin REFS       print the version of every target, for --pins (refmount pin --help)
+  cache warm REFS, cache clear DIR
+                 fill a --cache-dir for a set, or empty one (refmount cache --help)
   stats MNT      show the counters and latencies of a mounted refmount
                  (refmount stats --help)
-To mount a reference file literally called 'check' or 'stats', write ./check, or put
-'--' first: refmount -- check /mnt/data
+To mount a reference file literally called 'cache', 'check', 'pin' or 'stats', write
+./check, or put '--' first: refmount -- check /mnt/data
 """
 
 EPILOG = """\
 -o takes comma-separated mount options. FUSE options (allow_other, allow_root,
 auto_unmount, default_permissions, ...) go to the kernel; refmount's own options can be
 given the same way, which is what /etc/fstab needs:
-  cache_size=SIZE  remote_protocol=P  remote_options=JSON  target_options=JSON
-  target=URL  skip_invalid  log_level=LEVEL  log_file=PATH  foreground
+  cache_size=SIZE  cache_dir=DIR  cache_dir_size=SIZE  remote_protocol=P
+  remote_options=JSON  target_options=JSON  target=URL  skip_invalid  log_level=LEVEL
+  log_file=PATH  foreground
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
   uid=N  gid=N  umask=MASK  no_pin  fetcher=ENGINE  no_tune_kernel  tune_read_ahead=SIZE
-  xattr  nonempty  decode  zarr_format=N  max_refs_size=SIZE  format=FORMAT
+  xattr  nonempty  decode  zarr_format=N  max_refs_size=SIZE  format=FORMAT  pins=FILE
   branch=NAME  tag=NAME  snapshot=ID  authorize_container=PREFIX (repeatable)
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
@@ -128,6 +135,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="memory for fetched data, e.g. 512M (default), 4G",
     )
     parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="keep fetched ranges of remote targets in DIR (created 0700), shared by every "
+        "mount naming it and kept across mounts; keyed by each target's pinned version",
+    )
+    parser.add_argument(
+        "--cache-dir-size",
+        metavar="SIZE",
+        help="the most --cache-dir may hold (default: 10G or a tenth of its free space, "
+        "whichever is smaller); least recently used targets go first",
+    )
+    parser.add_argument(
         "--skip-invalid",
         action="store_true",
         help="skip keys that cannot be mounted (with one warning each) instead of refusing",
@@ -181,6 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not pin each target's ETag or mtime at first use (a target that changes "
         "while mounted may then mix two versions)",
+    )
+    parser.add_argument(
+        "--pins",
+        metavar="FILE",
+        help="pin each target to the version FILE records (written by refmount pin) instead "
+        "of the one met at first use, so every mount of a cluster serves one version; a "
+        "target that differs fails its reads with EIO",
     )
     parser.add_argument(
         "--fetcher",

@@ -1,6 +1,6 @@
-"""The ``refmount`` command: ``main`` sends a first argument of ``check`` or ``stats`` to that
-subcommand, and otherwise mounts, in the background or (with ``-f``, as the background child
-does) here; it maps failures to exit statuses."""
+"""The ``refmount`` command: ``main`` sends a first argument of ``cache``, ``check``,
+``pin`` or ``stats`` to that subcommand, and otherwise mounts, in the background or (with
+``-f``, as the background child does) here; it maps failures to exit statuses."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from refmount.cli.background import (
     readiness_reporter,
     run_in_background,
 )
+from refmount.cli.cache import cache_main
 from refmount.cli.check import check_main
 from refmount.cli.options import parse_args
+from refmount.cli.pin import pin_main
 from refmount.cli.stats import stats_main
 from refmount.cli.status import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK
 from refmount.config import STDIN_REFS
@@ -25,19 +27,23 @@ from refmount.ops.logs import ProgressReporter, setup_logging
 
 log = logging.getLogger("refmount")
 
-SUBCOMMANDS = ("check", "stats")
+SUBCOMMANDS = ("cache", "check", "pin", "stats")
 """Words that, as the first argument, select a subcommand instead of naming REFS."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``refmount`` command; return its exit status.
 
-    A first argument of ``check`` or ``stats`` selects that subcommand; anything else
-    (including ``--`` before a reference file called ``check``) is a mount.
+    A first argument of ``cache``, ``check``, ``pin`` or ``stats`` selects that subcommand;
+    anything else (including ``--`` before a reference file called ``check``) is a mount.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "check":
         return check_main(argv[1:])
+    if argv and argv[0] == "cache":
+        return cache_main(argv[1:])
+    if argv and argv[0] == "pin":
+        return pin_main(argv[1:])
     if argv and argv[0] == "stats":
         return stats_main(argv[1:])
     command = parse_args(argv)
@@ -54,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = daemon.fuse_options_problem(daemon.fuse_options(config))
     if problem is not None:
         print(f"refmount: error: FUSE options: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    problem = daemon.cache_dir_problem(config.cache_dir)
+    if problem is not None:
+        print(f"refmount: error: --cache-dir: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         daemon.check_mountpoint(config.mountpoint, config.nonempty)  # cheaper than loading

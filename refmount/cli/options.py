@@ -87,6 +87,8 @@ def json_object(name: str, text: str | None) -> dict[str, Any]:
 _OWN_OPTIONS = frozenset(
     {
         "cache_size",
+        "cache_dir",
+        "cache_dir_size",
         "remote_protocol",
         "remote_options",
         "target_options",
@@ -102,6 +104,7 @@ _OWN_OPTIONS = frozenset(
         "gid",
         "umask",
         "no_pin",
+        "pins",
         "fetcher",
         "no_tune_kernel",
         "tune_kernel",
@@ -252,6 +255,9 @@ def parse_args(argv: Sequence[str]) -> MountCommand:
             gid=None if args.gid is None else _id("gid", args.gid, grp.getgrnam),
             umask=None if args.umask is None else parse_umask(str(args.umask)),
             pin_versions=not args.no_pin,
+            pins=None if args.pins is None else absolute(args.pins),
+            cache_dir=None if args.cache_dir is None else absolute(args.cache_dir),
+            cache_dir_size=None if args.cache_dir_size is None else parse_size(args.cache_dir_size),
             xattrs=bool(args.xattr),
             nonempty=bool(args.nonempty),
             max_refs_size=max_refs_size(args.max_refs_size),
@@ -312,6 +318,10 @@ def check_values(args: argparse.Namespace, shortcuts: Mapping[str, str | bool]) 
         value = getattr(args, flag, None)
         if isinstance(value, str) and not value.strip():
             raise ValueError(f"{_flag(flag)} must not be empty")
+    for flag in ("pins", "cache_dir"):
+        value = getattr(args, flag, None)
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(f"{_flag(flag)} must not be empty")
     mountpoint = getattr(args, "mountpoint", None)
     if mountpoint is not None and not mountpoint.strip():  # Path("") would be the current dir
         raise ValueError("MOUNTPOINT must not be empty")
@@ -323,6 +333,18 @@ def check_values(args: argparse.Namespace, shortcuts: Mapping[str, str | bool]) 
     log_file = getattr(args, "log_file", None)
     if log_file is not None:
         _check_log_file(log_file)
+    if getattr(args, "pins", None) is not None and getattr(args, "no_pin", False):
+        raise ValueError("--pins and --no-pin exclude each other")
+    if getattr(args, "cache_dir", None) is not None and getattr(args, "no_pin", False):
+        raise ValueError(
+            "--cache-dir needs pinning (a cached range is kept under its target's version): "
+            "not with --no-pin"
+        )
+    if (
+        getattr(args, "cache_dir_size", None) is not None
+        and getattr(args, "cache_dir", None) is None
+    ):
+        raise ValueError("--cache-dir-size needs --cache-dir")
     if getattr(args, "decode", False):
         missing = missing_dependency()
         if missing is not None:

@@ -6,7 +6,7 @@ the one place that does); ``serve`` runs its lifecycle (``mount_and_serve``). Th
 lines all say ``refmount.daemon:``.
 """
 
-from refmount.daemon.compose import MountParts, open_mount, prepare_targets
+from refmount.daemon.compose import MountParts, cache_dir_problem, open_mount, prepare_targets
 from refmount.daemon.fuse_options import DEFAULT_FUSE_OPTIONS, fuse_options, fuse_options_problem
 from refmount.daemon.loading import Loaded, check_local_targets, load_references
 from refmount.daemon.mountpoint import MountEntry, check_mountpoint, mounts_on
@@ -17,6 +17,7 @@ __all__ = [
     "Loaded",
     "MountEntry",
     "MountParts",
+    "cache_dir_problem",
     "check_local_targets",
     "check_mountpoint",
     "fuse_options",

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 from dataclasses import dataclass
+
+import trio
 
 from refmount.config import MountConfig
 from refmount.daemon.loading import Loaded
@@ -16,6 +19,7 @@ from refmount.fuse.filesystem import Owner, RefFilesystem
 from refmount.model import Inline, ReferenceSet
 from refmount.read.path import ReadPath
 from refmount.read.reader import Reader
+from refmount.store.disk_cache import DiskCache, default_size, open_directory
 from refmount.store.options import StorageOptions
 from refmount.store.roots import LocalRoots
 from refmount.store.store import Store
@@ -23,6 +27,9 @@ from refmount.store.store import Store
 log = logging.getLogger("refmount.daemon")
 """One logger for the daemon's lines, whichever module says them (``refmount.daemon:``)."""
 
+
+DISK_THREADS = 8
+"""How many worker threads read and write the disk cache at once."""
 
 PREPARE_SAMPLE = 10_000
 """How many stored keys are looked at to find the targets to get ready for at mount time."""
@@ -39,6 +46,31 @@ def decode_view(
             f"--decode needs numcodecs ({error}); install it with: {INSTALL}"
         ) from None
     return decoded_view(references, reader, cache_size)
+
+
+def cache_dir_problem(directory: str | None) -> str | None:
+    """Return why ``--cache-dir`` cannot be used (checked before loading), or None."""
+    if directory is None:
+        return None
+    try:
+        os.close(open_directory(directory))
+    except OSError as error:
+        return str(error.strerror or error)
+    return None
+
+
+def open_disk_cache(config: MountConfig) -> DiskCache:
+    """Open the disk cache that ``--cache-dir`` names (``MountError`` if it is refused)."""
+    directory = config.cache_dir
+    assert directory is not None
+    try:
+        size = config.cache_dir_size
+        if size is None:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            size = default_size(directory)
+        return DiskCache(directory, size, trio.CapacityLimiter(DISK_THREADS))
+    except OSError as error:
+        raise MountError(f"--cache-dir: {error.strerror or error}") from None
 
 
 def prepare_targets(store: Store, references: ReferenceSet, most: int = PREPARE_SAMPLE) -> None:
@@ -82,6 +114,9 @@ def open_mount(config: MountConfig, loaded: Loaded) -> MountParts:
         own_mount=str(mountpoint),
         fetcher=config.fetcher,
         icechunk_store=loaded.chunk_store,
+        recorded=loaded.recorded_pins,
+        recorded_in=config.pins or "",
+        disk=None if config.cache_dir is None else open_disk_cache(config),
     )
     reader = Reader(store, config.read, config.retry)
     references: ReferenceSet = loaded.references
@@ -96,6 +131,7 @@ def open_mount(config: MountConfig, loaded: Loaded) -> MountParts:
         mtime_ns=loaded.mtime_ns,
         target_problem=None if roots is None else roots.problem,
         about=loaded.about,
+        disk_cache=store.disk_statistics,
     )
     requests = InFlight()
     operations = FuseOperations(

@@ -5,6 +5,7 @@ snapshot instead, and its chunks are read through its session (``Loaded.chunk_st
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import logging
@@ -28,6 +29,8 @@ from refmount.namespace.tree import Tree
 from refmount.ops import allocator
 from refmount.ops.memory import default_max_refs_size, describe_limit
 from refmount.store.options import StorageOptions
+from refmount.store.pin_file import read_pins
+from refmount.store.pins import Pin
 from refmount.store.roots import LocalRoots
 from refmount.store.sources import FsspecSource, StreamSource
 from refmount.zarr2.view import Decodes, zarr2_view
@@ -50,14 +53,25 @@ class Loaded:
     mtime_ns: int
     chunk_store: object | None = None
     about: Mapping[str, str] = field(default_factory=dict)
+    recorded_pins: Mapping[str, Pin] | None = None
+    """The targets' versions the pins file records (``--pins``), read before the set."""
 
 
 def load_references(config: MountConfig, progress: Progress | None = None) -> Loaded:
     """Read and check the reference set; raises ``ReferenceFormatError`` when malformed.
 
     ``progress`` is told ``(keys read, total)`` now and then while a large JSON file loads.
+    A pins file (``--pins``) is read first: a malformed one stops the mount before the set
+    is read.
     """
     started = time.monotonic()
+    recorded = None if config.pins is None else read_pins(config.pins)
+    loaded = _load(config, progress, started)
+    return loaded if recorded is None else dataclasses.replace(loaded, recorded_pins=recorded)
+
+
+def _load(config: MountConfig, progress: Progress | None, started: float) -> Loaded:
+    """Read and check the reference set or repository (``load_references``' work)."""
     cap = config.max_refs_size or default_max_refs_size()
     source: FsspecSource | StreamSource
     try:

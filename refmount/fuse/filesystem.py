@@ -147,6 +147,8 @@ class RefFilesystem:
 
     ``about`` holds facts about the whole mount (an Icechunk mount's ``snapshot``): the
     root's extended attributes ``user.refmount.<name>``, and part of the statistics.
+    ``disk_cache``, when given, returns the disk cache's counters for the statistics (None:
+    the mount has none).
     """
 
     def __init__(
@@ -160,9 +162,11 @@ class RefFilesystem:
         statistics: Statistics | None = None,
         target_problem: Callable[[str], str | None] | None = None,
         about: Mapping[str, str] | None = None,
+        disk_cache: Callable[[], Mapping[str, int] | None] | None = None,
     ) -> None:
         self._tree = tree
         self._about = dict(about or {})
+        self._disk_cache = disk_cache
         self._references = references
         self._reader = reader
         self._owner = owner
@@ -344,6 +348,7 @@ class RefFilesystem:
             open_files=len(self._open),
             source=self._references.source,
             about=self._about,
+            disk_cache=None if self._disk_cache is None else self._disk_cache(),
         )
 
     # ------------------------------------------------------------------ misc

@@ -188,9 +188,11 @@ class Statistics:
         open_files: int,
         source: str,
         about: Mapping[str, str] | None = None,
+        disk_cache: Mapping[str, int] | None = None,
     ) -> dict[str, Any]:
         """Return everything ``refmount stats`` shows, as one JSON-ready mapping (with the
-        mount's ``about`` facts, such as an Icechunk mount's ``snapshot``)."""
+        mount's ``about`` facts, such as an Icechunk mount's ``snapshot``, and the disk
+        cache's counters under ``disk_cache`` when it has one)."""
         return {
             "version": SNAPSHOT_VERSION,
             "source": source,
@@ -208,6 +210,7 @@ class Statistics:
             "prefetch_waits": reader.prefetch_waits,
             "retries": reader.retries,
             "errors": reader.errors,
+            **({} if disk_cache is None else {"disk_cache": dict(disk_cache)}),
             "operations": {
                 name: self._operations[name].snapshot() for name in sorted(self._operations)
             },
@@ -235,6 +238,16 @@ _COUNTERS = (
     ("retries", "retries"),
     ("fetch errors", "errors"),
 )
+
+_DISK_COUNTERS = (
+    ("disk hits", "hits", "reads answered wholly from the disk cache"),
+    ("disk misses", "misses", "reads that fetched what the disk cache lacked"),
+    ("disk read", "bytes_read", "bytes read from the disk cache"),
+    ("disk written", "bytes_written", "bytes written to the disk cache"),
+    ("disk evictions", "evictions", "targets removed from the disk cache to keep its size"),
+    ("disk errors", "errors", "disk cache failures (each read served from the network)"),
+)
+"""(label, field of ``disk_cache``, Prometheus help) of the disk cache's counters."""
 
 
 def human_bytes(count: int) -> str:
@@ -280,6 +293,11 @@ def format_snapshot(snapshot: Mapping[str, Any]) -> str:
             shown = f"{value:,} ({human_bytes(int(value))})"
         else:
             shown = f"{value:,}"
+        lines.append(f"{label:<16}{shown}")
+    disk: Mapping[str, int] | None = snapshot.get("disk_cache")
+    for label, field, _ in _DISK_COUNTERS if disk is not None else ():
+        value = int(disk.get(field, 0)) if disk is not None else 0
+        shown = f"{value:,} ({human_bytes(value)})" if field.startswith("bytes") else f"{value:,}"
         lines.append(f"{label:<16}{shown}")
     operations: Mapping[str, Mapping[str, Any]] = snapshot.get("operations", {})
     if operations:
@@ -376,6 +394,10 @@ def prometheus_text(snapshot: Mapping[str, Any], labels: Mapping[str, str]) -> s
     for name, field, help_text in _PROMETHEUS_COUNTERS:
         family(f"refmount_{name}_total", "counter", help_text)
         sample(f"refmount_{name}_total", snapshot.get(field, 0))
+    disk: Mapping[str, int] = snapshot.get("disk_cache") or {}
+    for _, field, help_text in _DISK_COUNTERS if disk else ():
+        family(f"refmount_disk_cache_{field}_total", "counter", help_text)
+        sample(f"refmount_disk_cache_{field}_total", disk.get(field, 0))
     operations: Mapping[str, Mapping[str, Any]] = snapshot.get("operations", {})
     family("refmount_operations_total", "counter", "FUSE requests answered, by operation")
     for operation, figures in operations.items():

@@ -235,7 +235,7 @@ class ObstoreEngine:
                     retryable=False,
                 )
             data = memoryview(await result.bytes_async())
-        except obstore.exceptions.BaseError as error:
+        except OBSTORE_ERRORS as error:
             raise classify(url, error, expected) from error
         if len(data) > expected:
             raise TargetReadError(
@@ -250,7 +250,7 @@ class ObstoreEngine:
         """Return the target's size and version as fsspec's ``info`` names them."""
         try:
             meta = await obstore.head_async(self.store_for(plan), plan.path)
-        except obstore.exceptions.BaseError as error:
+        except OBSTORE_ERRORS as error:
             raise classify(url, error, None) from error
         info: dict[str, Any] = {"size": meta["size"]}
         if meta.get("e_tag"):
@@ -304,6 +304,11 @@ def _new_store(plan: Plan) -> Any:
     return AzureStore(plan.root, client_options=client, retry_config=NO_RETRIES, **settings)
 
 
+OBSTORE_ERRORS = (obstore.exceptions.BaseError, FileNotFoundError)
+"""What obstore raises: its own errors, and a plain ``FileNotFoundError`` for a 404 (whose
+text holds a multi-line debug trace, like the others')."""
+
+
 def classify(url: str, error: BaseException, expected: int | None) -> Exception:
     """Return the error that stands for obstore's ``error`` (a ``TargetError``, or
     ``PreconditionFailed`` / ``FileNotFoundError`` for the store to word)."""
@@ -316,7 +321,7 @@ def classify(url: str, error: BaseException, expected: int | None) -> Exception:
             text = f"{text} ({cause})"
     if isinstance(error, obstore.exceptions.PreconditionError):
         return PreconditionFailed(text)
-    if isinstance(error, obstore.exceptions.NotFoundError):
+    if isinstance(error, obstore.exceptions.NotFoundError | FileNotFoundError):
         return TargetReadError(url, f"FileNotFoundError: {text}", retryable=False)
     if isinstance(error, obstore.exceptions.NotSupportedError) and "Range" in text:
         return RangeIgnored(

@@ -17,6 +17,8 @@ class Pin:
     size: int | None
     checked: float
     """When the target last confirmed this version (``time.monotonic``)."""
+    origin: str = "its first use"
+    """Where the version comes from, for messages: the first use, or a pins file."""
 
     @classmethod
     def from_info(cls, info: Mapping[str, Any], now: float) -> Pin:
@@ -51,8 +53,17 @@ class Pin:
     def same(self, other: Pin) -> bool:
         """Return True when ``other`` is the same version."""
         if self.etag is not None and other.etag is not None:
-            return self.etag == other.etag
+            return _opaque(self.etag) == _opaque(other.etag)
         return (self.modified, self.size) == (other.modified, other.size)
+
+    def identity(self) -> str | None:
+        """Return the version as the disk cache's keys name it: the ETag's opaque value if
+        there is one, else mtime and size (None for a version not known)."""
+        if self.etag is not None:
+            return f"etag {_opaque(self.etag)}"
+        if self.modified is not None:
+            return f"modified {self.modified} size {self.size}"
+        return None
 
     def describe(self) -> str:
         """Return the version as a log line shows it."""
@@ -67,3 +78,8 @@ class Pin:
         if self.modified is not None and self.modified[:1].isalpha():  # an HTTP date
             return {"If-Unmodified-Since": self.modified}
         return {}
+
+
+def _opaque(etag: str) -> str:
+    """Return an ETag's opaque value: engines differ in keeping its quotes and ``W/``."""
+    return etag.removeprefix("W/").strip('"')

@@ -28,11 +28,13 @@ through its session (``icechunk_engine``), which checks them against their commi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
+import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, cast
 
 import trio
@@ -41,6 +43,7 @@ from refmount.config import FETCHERS
 from refmount.errors import TargetChangedError, TargetError, TargetReadError
 from refmount.flight import SingleFlight
 from refmount.lru import LRU
+from refmount.store.disk_cache import DiskCache
 from refmount.store.failures import target_error
 from refmount.store.fsspec_engine import FileSystem, FsspecEngine, VersionRefused
 from refmount.store.local_files import LocalFiles
@@ -86,6 +89,10 @@ class Store:
     the real path is what is read). Local targets inside ``own_mount`` (the mountpoint) are
     refused: reading them would ask this very mount. ``pin`` records each target's version
     at first use; a later read of another version fails with ``TargetChangedError``.
+    ``recorded`` (``--pins``, read from the file ``recorded_in``) gives the versions to pin
+    instead of those of first use: each is compared with the target at its first use, as a
+    pin is; a target it lacks is pinned at first use, with one warning per mount. ``disk``
+    (``--cache-dir``) keeps the fetched ranges of pinned remote targets on local disk.
     """
 
     def __init__(
@@ -102,6 +109,9 @@ class Store:
         fetcher: str = "auto",
         obstore_engine: ObstoreEngine | None = None,
         icechunk_store: object | None = None,
+        recorded: Mapping[str, Pin] | None = None,
+        recorded_in: str = "",
+        disk: DiskCache | None = None,
     ) -> None:
         if fetcher not in FETCHERS:
             raise ValueError(f"fetcher must be one of {', '.join(FETCHERS)}, not {fetcher!r}")
@@ -118,6 +128,10 @@ class Store:
         self._clock = clock
         self._pins: dict[str, Pin] = {}
         self._pinning: SingleFlight[Pin] = SingleFlight()
+        self._recorded = recorded
+        self._recorded_in = recorded_in
+        self._disk = disk
+        self._unrecorded_told = False
         self._local = LocalFiles(
             self._runner.threads, forbidden=() if own_mount is None else (own_mount,)
         )
@@ -130,8 +144,15 @@ class Store:
             self._icechunk = IcechunkEngine(cast("ChunkStore", icechunk_store), self._runner)
 
     def close(self) -> None:
-        """Close the local files kept open (once the event loop has stopped, on its thread)."""
+        """Close the local files kept open and the disk cache (once the event loop has
+        stopped, on its thread)."""
         self._local.close()
+        if self._disk is not None:
+            self._disk.close()
+
+    def disk_statistics(self) -> dict[str, int] | None:
+        """Return the disk cache's counters by name, or None without a disk cache."""
+        return None if self._disk is None else dataclasses.asdict(self._disk.statistics())
 
     def filesystem(self, url: str) -> tuple[FileSystem, str]:
         """Return the fsspec filesystem that serves ``url`` and the path to give it (made now
@@ -172,9 +193,27 @@ class Store:
         return self._pins.get(url)
 
     async def read_range(self, url: str, start: int, end: int) -> Data:
-        """Return bytes ``[start, end)`` of ``url`` (fewer if the target is shorter)."""
+        """Return bytes ``[start, end)`` of ``url`` (fewer if the target is shorter).
+
+        With a disk cache, a pinned remote target's bytes come from it where cached; what
+        is missing is fetched (``_fetch``) and kept there.
+        """
         if self._icechunk is not None and self._icechunk.serves(url):
             return await self._icechunk.read(url, start, end)
+        disk = self._disk
+        if disk is not None and self._pin:
+            route = self._route(url)
+            if route.kind is not Kind.LOCAL:
+                fs, path = await self._where(url, route)
+                pin = await self._pinned(url, route, fs, path)
+                version = pin.identity()
+                if version is not None and pin.size is not None:
+                    fetch = functools.partial(self._fetch, url)
+                    return await disk.read(url, version, pin.size, start, end, fetch)
+        return await self._fetch(url, start, end)
+
+    async def _fetch(self, url: str, start: int, end: int) -> Data:
+        """Read bytes ``[start, end)`` of ``url`` from the target, through its engine."""
         route = self._route(url)
         plan = self._obstore_plan(url)
         if plan is not None:
@@ -278,14 +317,48 @@ class Store:
 
         async def ask() -> Pin:
             pin = self._pins.get(url)  # pinned while this task waited for its turn
+            if pin is not None:
+                return pin
+            pin = self._recorded_pin(url)
             if pin is None:
                 pin = await self._current_version(url, route, fs, path)
                 if not pin.known:
                     log.debug("%s reports no ETag or modification time: not pinned", url)
-                self._pins[url] = pin
+            self._pins[url] = pin
             return pin
 
         return await self._pinning.run(url, ask, share_errors=False)
+
+    def _recorded_pin(self, url: str) -> Pin | None:
+        """Return a fresh copy of the version ``--pins`` recorded for ``url``, never checked
+        (so its first use compares it with the target), or None if none was recorded."""
+        if self._recorded is None:
+            return None
+        recorded = self._recorded.get(url)
+        if recorded is None:
+            if not self._unrecorded_told:
+                self._unrecorded_told = True
+                log.warning(
+                    "%s is not in the pins file %s: pinned at its first use instead (other "
+                    "targets missing from it are not named)",
+                    url,
+                    self._recorded_in,
+                )
+            return None
+        return dataclasses.replace(recorded, checked=-math.inf)
+
+    async def version(self, url: str) -> Pin:
+        """Return the version of ``url`` now, as a mount would pin it (``refmount pin``)."""
+        route = self._route(url)
+        fs, path = await self._where(url, route)
+        return await self._current_version(url, route, fs, path)
+
+    async def _where(self, url: str, route: Route) -> tuple[FileSystem, str]:
+        """Return the fsspec filesystem and path of ``url``, or ``(None, url)`` when obstore
+        reads it."""
+        if self._obstore_plan(url) is not None:
+            return None, url
+        return await self._resolve(url, route)
 
     async def _current_version(self, url: str, route: Route, fs: FileSystem, path: str) -> Pin:
         plan = self._obstore_plan(url)
@@ -309,7 +382,7 @@ class Store:
             now = (await self._current_version(url, route, fs, path)).describe()
         except TargetError:
             now = "another version (HTTP 412)"
-        return TargetChangedError(url, pin.describe(), now)
+        return TargetChangedError(url, pin.describe(), now, pin.origin)
 
     async def _recheck(self, url: str, route: Route, fs: FileSystem, path: str, pin: Pin) -> None:
         """Where a read cannot carry the version: ask again once the last check is old."""
@@ -317,7 +390,7 @@ class Store:
             return
         current = await self._current_version(url, route, fs, path)
         if not pin.same(current):
-            raise TargetChangedError(url, pin.describe(), current.describe())
+            raise TargetChangedError(url, pin.describe(), current.describe(), pin.origin)
         pin.checked = current.checked
 
     def read_now(self, url: str, start: int, end: int) -> bytes | None:
@@ -365,7 +438,7 @@ class Store:
         now = self._clock()
         current = Pin.from_stat(status, now)
         if not pin.same(current):
-            raise TargetChangedError(url, pin.describe(), current.describe())
+            raise TargetChangedError(url, pin.describe(), current.describe(), pin.origin)
         if now - pin.checked >= self._recheck_after:
             try:
                 at_path = Pin.from_stat(await self._local.path_status(path), now)
@@ -373,7 +446,7 @@ class Store:
                 raise target_error(url, error) from error
             if not pin.same(at_path):
                 self._local.forget(path)
-                raise TargetChangedError(url, pin.describe(), at_path.describe())
+                raise TargetChangedError(url, pin.describe(), at_path.describe(), pin.origin)
             pin.checked = now
         return data
 

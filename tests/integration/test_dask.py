@@ -201,3 +201,59 @@ def read_array(mountpoint: str, path: str) -> Any:
     import zarr
 
     return zarr.open_array(f"{mountpoint}/{path}", mode="r")[...]
+
+
+def read_every_file(mountpoint: str) -> dict[str, int]:
+    """A task: read every file of the mount; return each one's length, or minus its errno."""
+    found: dict[str, int] = {}
+    for directory, _, names in os.walk(mountpoint):
+        for name in names:
+            path = os.path.join(directory, name)
+            try:
+                with open(path, "rb") as file:
+                    found[os.path.relpath(path, mountpoint)] = len(file.read())
+            except OSError as error:
+                found[os.path.relpath(path, mountpoint)] = -(error.errno or 0)
+    return found
+
+
+def test_pins_carried_by_the_plugin_keep_every_host_on_the_recorded_version(
+    tmp_path: Path,
+) -> None:
+    """The record is taken, then the target changes: the plugin's mount serves EIO for every
+    chunk of it (never the new bytes), while metadata, held in the set, still reads."""
+    import errno
+    import subprocess
+    import sys
+
+    from refmount.dask import RefmountPlugin
+
+    source = sources.netcdf4(tmp_path / "data")
+    recorded = subprocess.run(
+        [sys.executable, "-m", "refmount", "pin", str(source.refs)],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    pins = json.loads(recorded)
+    target = next(iter(pins["targets"]))
+    stat = os.stat(target)
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # a new version
+    mountpoint = tmp_path / "mnt"
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        client.register_plugin(RefmountPlugin(source.refs, mountpoint, pins=pins))
+        read = client.submit(read_every_file, str(mountpoint), pure=False).result()
+        chunks = {
+            key: size
+            for key, size in read.items()
+            if key.startswith("temp/") and not key.rpartition("/")[2].startswith(".")
+        }
+        assert len(chunks) == 3 * 3 * 3
+        assert set(chunks.values()) == {-errno.EIO}, read
+        assert read["temp/.zarray"] > 0
+    unmount(mountpoint)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 from pathlib import Path
@@ -34,3 +35,21 @@ def test_a_pickled_plugin_carries_its_command_line_but_no_lock(tmp_path: Path) -
     assert copy._argv[-3:] == ["--", "-", str(tmp_path / "mnt")]
     assert copy.name == f"refmount {tmp_path / 'mnt'}"
     assert copy.idempotent
+
+
+def test_pins_travel_with_the_plugin_checked_on_the_client(tmp_path: Path) -> None:
+    from refmount.errors import ReferenceFormatError
+    from refmount.store.pin_file import dumps_pins
+    from refmount.store.pins import Pin
+
+    path = tmp_path / "pins.json"
+    path.write_text(dumps_pins("refs.json", {"s3://b/a.nc": Pin('"e"', None, 3, 0.0)}))
+    from_file = RefmountPlugin("refs.json", tmp_path / "mnt", pins=path)
+    assert pickle.loads(pickle.dumps(from_file))._pins == path.read_bytes()
+    document = json.loads(path.read_text())
+    from_document = RefmountPlugin("refs.json", tmp_path / "mnt", pins=document)
+    assert from_document._pins is not None
+    assert json.loads(from_document._pins) == document
+    assert "--pins" not in from_document._argv  # each host names its own copy
+    with pytest.raises(ReferenceFormatError, match="not a pins file"):
+        RefmountPlugin("refs.json", tmp_path / "mnt", pins={"targets": {}})

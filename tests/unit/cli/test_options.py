@@ -497,3 +497,21 @@ def test_a_zarr_format_other_than_2_or_3_is_a_usage_error(
         parse_args([*argv, "refs.json", str(tmp_path)])
     assert caught.value.code == 2
     assert "--zarr-format must be 2 or 3" in capsys.readouterr().err
+
+
+def test_the_disk_cache_and_pins_options(capsys: pytest.CaptureFixture[str]) -> None:
+    config = parse_args(
+        ["--cache-dir", "c", "-o", "cache_dir_size=2G,pins=p.json", "refs.json", "/mnt"]
+    ).config
+    assert config.cache_dir == os.path.abspath("c")
+    assert config.cache_dir_size == 2 * 1024**3
+    assert config.pins == os.path.abspath("p.json")
+    for argv, problem in (
+        (["--cache-dir", "c", "--no-pin"], "--cache-dir needs pinning"),
+        (["--pins", "p", "-o", "no_pin"], "--pins and --no-pin exclude each other"),
+        (["--cache-dir-size", "1G"], "--cache-dir-size needs --cache-dir"),
+        (["--cache-dir", " "], "--cache-dir must not be empty"),
+    ):
+        with pytest.raises(SystemExit):
+            parse_args([*argv, "refs.json", "/mnt"])
+        assert problem in capsys.readouterr().err

@@ -248,3 +248,23 @@ def test_prometheus_text_of_a_mount_with_no_requests_yet() -> None:
     assert text.endswith("\n")
     names = {family.name for family in parser.text_string_to_metric_families(text)}
     assert {"refmount_reads", "refmount_operation_latency_seconds"} <= names
+
+
+def test_the_disk_caches_counters_are_shown_and_exported_only_with_one() -> None:
+    parser = pytest.importorskip("prometheus_client.parser")
+    disk = {"hits": 5, "misses": 2, "bytes_read": 3 << 20, "bytes_written": 1 << 20}
+    disk |= {"evictions": 1, "errors": 0}
+    snapshot = Statistics().snapshot(READER, open_files=0, source="refs.json", disk_cache=disk)
+    lines = format_snapshot(snapshot).splitlines()
+    assert "disk hits       5" in lines
+    assert "disk read       3,145,728 (3.0 MiB)" in lines
+    families = {
+        family.name: family
+        for family in parser.text_string_to_metric_families(prometheus_text(snapshot, {}))
+    }
+    assert families["refmount_disk_cache_hits"].samples[0].value == 5
+    assert families["refmount_disk_cache_bytes_written"].type == "counter"
+    without = Statistics().snapshot(READER, open_files=0, source="refs.json")
+    assert "disk_cache" not in without
+    assert "disk" not in format_snapshot(without)
+    assert "disk_cache" not in prometheus_text(without, {})

@@ -169,3 +169,15 @@ def test_the_innermost_cause_is_named() -> None:
         "GenericError: HTTP error: error sending request (Connection reset by peer)"
     )
     assert found.retryable is True
+
+
+async def test_a_missing_target_is_one_line_naming_file_not_found() -> None:
+    """obstore raises a plain FileNotFoundError for a 404, its text a multi-line trace."""
+    with RangeHTTPServer({"obj": b"a" * 10}) as server:
+        store = Store()
+        for ask in (store.version, store.size, lambda url: store.read_range(url, 0, 4)):
+            with pytest.raises(TargetReadError) as raised:
+                await ask(server.url_for("missing"))
+            assert "\n" not in str(raised.value)
+            assert "FileNotFoundError" in str(raised.value)
+            assert raised.value.retryable is False

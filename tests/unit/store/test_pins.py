@@ -30,3 +30,9 @@ def test_a_local_file_is_pinned_by_its_mtime_in_nanoseconds_and_size(tmp_path: P
     assert pin.known
     assert pin.describe() == "mtime 1500000000123ns size 10"
     assert pin.http_condition() == {}
+
+
+def test_etags_compare_by_their_opaque_value_whatever_quoting_an_engine_keeps() -> None:
+    assert Pin('"a"', None, 1, 0).same(Pin("a", None, 1, 0))
+    assert Pin('W/"a"', None, 1, 0).same(Pin('"a"', None, 1, 0))
+    assert not Pin('"a"', None, 1, 0).same(Pin('"ab"', None, 1, 0))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import functools
+import logging
+import math
 import os
 import threading
 from pathlib import Path
@@ -25,6 +27,7 @@ from refmount.errors import (
 )
 from refmount.store.failures import is_retryable
 from refmount.store.options import StorageOptions
+from refmount.store.pins import Pin
 from refmount.store.roots import LocalRoots
 from refmount.store.sources import FsspecSource
 from refmount.store.store import Store
@@ -806,3 +809,51 @@ def test_an_http_source_is_a_directory_by_its_metadata_file_never_by_reading_its
         assert source.read() == b'{"a": "b"}'
         assert FsspecSource(server.url_for("parq")).is_directory()
         assert FsspecSource(server.url_for("anything") + "/").is_directory()
+
+
+async def test_a_recorded_pin_is_compared_at_first_use_instead_of_taken_from_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "data.bin"
+    path.write_bytes(b"0123456789")
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"abc")
+    recorded = {
+        str(path): Pin(None, "1000000000ns", 10, -math.inf, "pins.json was recorded"),
+        f"{tmp_path}/gone.bin": Pin(None, "1ns", 1, -math.inf, "pins.json was recorded"),
+    }
+    store = Store(pin=True, recorded=recorded, recorded_in="pins.json")
+    assert await store.read_range(str(path), 0, 2) == b"01"  # the version recorded
+    assert recorded[str(path)].checked == -math.inf  # the record itself is left alone
+    with caplog.at_level(logging.WARNING):
+        assert await store.read_range(str(other), 0, 3) == b"abc"  # pinned at first use
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{other} is not in the pins file pins.json: pinned at its first use instead (other "
+        "targets missing from it are not named)"
+    ]
+    os.utime(path, ns=(2_000_000_000, 2_000_000_000))
+    fresh = Store(pin=True, recorded=recorded, recorded_in="pins.json")  # another node's mount
+    with pytest.raises(TargetChangedError, match=r"since pins\.json was recorded: pinned mtime "):
+        await fresh.read_range(str(path), 0, 2)
+    assert fresh.read_now(str(path), 0, 2) is None  # its descriptor is open: still refused
+    with pytest.raises(TargetChangedError):
+        await fresh.read_range(str(path), 0, 2)
+
+
+async def test_a_recorded_etag_that_the_target_no_longer_has_fails_the_first_read(
+    versioned: type[VersionedFileSystem],
+) -> None:
+    url = "versioned://b/o"
+    recorded = {url: Pin('"v0"', None, 10, -math.inf, "pins.json was recorded")}
+    store = Store(pin=True, recorded=recorded, recorded_in="pins.json")
+    with pytest.raises(TargetChangedError, match='pinned ETag "v0", now ETag'):
+        await store.read_range(url, 0, 1)
+
+
+async def test_version_answers_what_a_mount_would_pin(tmp_path: Path) -> None:
+    path = tmp_path / "data.bin"
+    path.write_bytes(b"0123456789")
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    pin = await Store().version(str(path))
+    assert (pin.etag, pin.modified, pin.size) == (None, "1000000000ns", 10)
