@@ -216,6 +216,10 @@ class MountConfig:
     authorize_containers: tuple[str, ...] = ()
     """The URL prefixes of the repository's virtual chunk containers that may be read
     (``REPOSITORY_ALL_CONTAINERS``: every one it declares)."""
+    netcdf: str | None = None
+    """The name of the root's netCDF-4 file of the whole set (``--netcdf``); None: none."""
+    netcdf_eager: bool = False
+    """Lay the netCDF file out at mount, not at the first question about it."""
 
     @property
     def shared(self) -> bool:

@@ -46,6 +46,7 @@ given the same way, which is what /etc/fstab needs:
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
   uid=N  gid=N  umask=MASK  no_pin  fetcher=ENGINE  no_tune_kernel  tune_read_ahead=SIZE
   xattr  nonempty  decode  max_refs_size=SIZE  format=FORMAT
+  netcdf  netcdf_name=NAME  netcdf_eager
   branch=NAME  tag=NAME  snapshot=ID  authorize_container=PREFIX (repeatable)
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
@@ -225,6 +226,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve arrays decoded (no compressor or filters, little-endian, C order) for "
         "readers that lack their codecs; off by default (the referenced bytes as stored)",
+    )
+    parser.add_argument(
+        "--netcdf",
+        action="store_true",
+        help="add one read-only file to the root: a netCDF-4 (HDF5) file of the whole set, "
+        "for every netCDF and HDF5 program (named after REFS: refs.json gives refs.nc)",
+    )
+    parser.add_argument(
+        "--netcdf-name",
+        metavar="NAME",
+        help="the netCDF file's name (implies --netcdf)",
+    )
+    parser.add_argument(
+        "--netcdf-eager",
+        action="store_true",
+        help="lay the netCDF file out at mount, not at its first use (implies --netcdf)",
     )
     parser.add_argument(
         "--format",

@@ -13,6 +13,7 @@ from refmount.decode.extra import INSTALL
 from refmount.errors import MountError
 from refmount.fuse.adapter import FuseOperations, InFlight
 from refmount.fuse.filesystem import Owner, RefFilesystem
+from refmount.fuse.virtual import ServedFile
 from refmount.model import Inline, ReferenceSet
 from refmount.read.path import ReadPath
 from refmount.read.reader import Reader
@@ -39,6 +40,22 @@ def decode_view(
             f"--decode needs numcodecs ({error}); install it with: {INSTALL}"
         ) from None
     return decoded_view(references, reader, cache_size)
+
+
+def netcdf_file(
+    config: MountConfig, references: ReferenceSet, read_path: ReadPath, name: str
+) -> ServedFile:
+    """Return the ``--netcdf`` file of the (possibly decoded) set, laid out now with
+    ``--netcdf-eager``; its warnings are logged once."""
+    from refmount.netcdf.served import open_netcdf  # h5py, only for --netcdf
+
+    return open_netcdf(
+        name,
+        references,
+        read_path,
+        budget=config.read.cache_size,
+        eager=config.netcdf_eager,
+    )
 
 
 def prepare_targets(store: Store, references: ReferenceSet, most: int = PREPARE_SAMPLE) -> None:
@@ -88,6 +105,9 @@ def open_mount(config: MountConfig, loaded: Loaded) -> MountParts:
     read_path: ReadPath = reader
     if config.decode:
         references, read_path = decode_view(loaded.references, reader, config.read.cache_size)
+    served = None
+    if config.netcdf is not None:
+        served = netcdf_file(config, references, read_path, config.netcdf)
     filesystem = RefFilesystem(
         loaded.tree,
         references,
@@ -96,6 +116,7 @@ def open_mount(config: MountConfig, loaded: Loaded) -> MountParts:
         mtime_ns=loaded.mtime_ns,
         target_problem=None if roots is None else roots.problem,
         about=loaded.about,
+        served=served,
     )
     requests = InFlight()
     operations = FuseOperations(
