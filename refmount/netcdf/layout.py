@@ -7,6 +7,10 @@ exact stored length, which the recorder places but does not keep. What stays is 
 (``Pages``) and a chunk table sorted by file offset: memory linear in the chunk count. The
 layout is deterministic for a given set: no times are stored, the format is HDF5's earliest
 and objects are written in a fixed order.
+
+Metadata and chunks are interleaved, as HDF5 allocates them (h5py's file-object driver does
+not aggregate metadata): a read that spans a chunk whose target fails is EIO, even when the
+reader wanted the metadata beside it (netCDF-C reads 128 KiB at once to find the format).
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ NOT_A_VARIABLE = b"This is a netCDF dimension but not a netCDF variable."
 DIMENSION_ID = "_Netcdf4Dimid"
 FILL_VALUE = "_FillValue"
 PROPERTIES = "_NCProperties"
+
+LIBVER = "earliest"
+"""The oldest HDF5 format that holds the file: every netCDF-4 reader, whatever its HDF5."""
 
 PLACEHOLDER = 0xA5
 """The byte placeholders are made of (the recorder does not keep them)."""
@@ -83,7 +90,7 @@ def lay_out(schema: Schema, chunk_lengths: ChunkLengths) -> Layout:
     """Return the layout of ``schema``'s file, the chunks ``chunk_lengths`` gives placed."""
     recorder = Recorder()
     table = _Table()
-    with h5py.File(recorder, "w", libver="earliest", track_order=False) as file:
+    with h5py.File(recorder, "w", libver=LIBVER, track_order=False) as file:
         file.attrs.create(PROPERTIES, np.bytes_(_properties()))
         scales, dimension_ids = _write_groups(file, schema)
         for number, variable in enumerate(schema.variables):

@@ -1,5 +1,5 @@
 """The netCDF file's name: given, or made from the reference file's (``refs.json`` gives
-``refs.nc``), and the name a set that is one root array gives its variable."""
+``refs.nc``, ``data.nc.json.gz`` gives ``data.nc``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from refmount.names import NAME_MAX
 SUFFIX = ".nc"
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
 FORMAT_SUFFIXES = (".json", ".jsonl", ".parq", ".parquet")
+SOURCE_SUFFIXES = (".nc", ".nc4", ".h5", ".hdf5", ".hdf", ".he5", ".zarr")
+"""What the set was made from: ``data.nc.json`` gives ``data.nc``, not ``data.nc.nc``."""
 DEFAULT_STEM = "refs"
 """The stem when the reference file has none to give (standard input, a bare URL)."""
 
@@ -17,7 +19,7 @@ DEFAULT_STEM = "refs"
 def stem(refs: str) -> str:
     """Return the stem of the reference file or directory ``refs`` (a path or URL)."""
     name = refs.rstrip("/").rpartition("/")[2].partition("?")[0]
-    for suffixes in (COMPRESSION_SUFFIXES, FORMAT_SUFFIXES):
+    for suffixes in (COMPRESSION_SUFFIXES, FORMAT_SUFFIXES, SOURCE_SUFFIXES):
         for suffix in suffixes:
             if name.lower().endswith(suffix) and len(name) > len(suffix):
                 name = name[: -len(suffix)]
