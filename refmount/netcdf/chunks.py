@@ -8,9 +8,10 @@ loop use a worker thread).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
-from refmount.model import Inline, Range, Reference, ReferenceSet
+from refmount.model import ChunkGrid, Inline, Range, Reference, ReferenceSet
 from refmount.netcdf.schema import Variable
 
 
@@ -54,24 +55,67 @@ class Chunks:
         chunk decoded by ``--decode`` is; a stored one that is not fails when read).
         """
         grid = self._grids.get(variable.path)
+        if grid is None:
+            yield from self._explicit_lengths(variable)
+            return
         for index in range(variable.grid.count):
-            if grid is None:
-                reference = self._references.get(variable.grid.key(index))
-            else:
-                start = self._references.skip_absent(grid, index, index + 1, load=True)
-                if start > index:
-                    continue
-                reference = self._references.chunk(grid, index)
-            if reference is None:
+            if self._references.skip_absent(grid, index, index + 1, load=True) > index:
                 continue
-            if not variable.filters:
-                yield index, variable.chunk_bytes
-            elif isinstance(reference, Range):
-                yield index, reference.length
-            elif isinstance(reference, Inline):
-                yield index, len(reference.data)
-            else:
-                raise WholeFileChunk(
-                    f"chunk {variable.grid.key(index)!r} is a whole-file reference; its "
-                    "length is not known without asking its target"
-                )
+            length = self._length(variable, index, self._references.chunk(grid, index))
+            if length is not None:
+                yield index, length
+
+    def _explicit_lengths(self, variable: Variable) -> Iterator[tuple[int, int]]:
+        """The lengths of a JSON set's chunks, asked in batches of names (no references are
+        built but for whole-file ones)."""
+        grid = variable.grid
+        if not grid.shape:  # one chunk
+            length = self._length(variable, 0, self._references.get(grid.key(0)))
+            if length is not None:
+                yield 0, length
+            return
+        prefix = f"{grid.array}/" if grid.array else ""
+        if grid.prefix:
+            prefix += grid.prefix + "/"
+        names = _chunk_names(grid)
+        index = 0
+        while batch := list(itertools.islice(names, NAMES_BATCH)):
+            lengths = self._references.known_lengths(prefix, batch)
+            for offset, known in enumerate(lengths):
+                if known is not None and variable.filters:
+                    yield index + offset, known
+                    continue
+                if known is not None:
+                    yield index + offset, variable.chunk_bytes
+                    continue
+                reference = self._references.get(prefix + batch[offset].decode())
+                length = self._length(variable, index + offset, reference)
+                if length is not None:
+                    yield index + offset, length
+            index += len(batch)
+
+    def _length(self, variable: Variable, index: int, reference: Reference | None) -> int | None:
+        if reference is None:
+            return None
+        if not variable.filters:
+            return variable.chunk_bytes
+        if isinstance(reference, Range):
+            return reference.length
+        if isinstance(reference, Inline):
+            return len(reference.data)
+        raise WholeFileChunk(
+            f"chunk {variable.grid.key(index)!r} is a whole-file reference; its "
+            "length is not known without asking its target"
+        )
+
+
+NAMES_BATCH = 4096
+"""How many chunk names are looked up at once."""
+
+
+def _chunk_names(grid: ChunkGrid) -> Iterator[bytes]:
+    """Yield the names of a grid's chunks below the array and its prefix (UTF-8), in C
+    order."""
+    separator = grid.separator.encode()
+    digits = [[str(i).encode() for i in range(extent)] for extent in grid.shape]
+    return map(separator.join, itertools.product(*digits))

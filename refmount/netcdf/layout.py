@@ -26,7 +26,6 @@ from typing import Any
 import h5py
 import numpy as np
 
-from refmount.model import ChunkGrid, unravel
 from refmount.netcdf.recorder import Pages, Recorder
 from refmount.netcdf.schema import Schema, Variable
 from refmount.release import __version__
@@ -40,7 +39,7 @@ DIMENSION_ID = "_Netcdf4Dimid"
 FILL_VALUE = "_FillValue"
 PROPERTIES = "_NCProperties"
 
-LIBVER = "earliest"
+LIBVER = ("v110", "v110")
 """The oldest HDF5 format that holds the file: every netCDF-4 reader, whatever its HDF5."""
 
 PLACEHOLDER = 0xA5
@@ -100,14 +99,25 @@ def lay_out(schema: Schema, chunk_lengths: ChunkLengths) -> Layout:
                 _place_scalar(dataset, variable, number, table)
         _attach(file, schema, scales, dimension_ids)
     order = np.argsort(np.frombuffer(table.starts, dtype=np.uint64), kind="stable")
+    pages = recorder.pages()
     return Layout(
-        size=recorder.size,
-        pages=recorder.pages(),
+        size=max(recorder.size, _end_of_file(pages)),
+        pages=pages,
         starts=np.frombuffer(table.starts, dtype=np.uint64)[order],
         lengths=np.frombuffer(table.lengths, dtype=np.uint64)[order],
         variables=np.frombuffer(table.variables, dtype=np.uint32)[order],
         indices=np.frombuffer(table.indices, dtype=np.uint64)[order],
     )
+
+
+def _end_of_file(pages: Pages) -> int:
+    """Return the end of file the superblock (version 2 or 3, as ``LIBVER`` makes it) states:
+    HDF5 may allocate the last bytes without writing them, and a shorter file is refused
+    as truncated."""
+    head = bytes(pages.read(0, 36))
+    if head[:8] != b"\x89HDF\r\n\x1a\n" or head[8] not in (2, 3):
+        raise RuntimeError(f"HDF5 wrote an unexpected superblock: {head[:9]!r}")
+    return int.from_bytes(head[28:36], "little")
 
 
 def _properties() -> str:
@@ -182,15 +192,17 @@ def _place(
     if not variable.shape:
         return
     placeholder = memoryview(b"")
-    identifier = dataset.id
-    grid = variable.grid
+    write = dataset.id.write_direct_chunk
+    expect, take, add = recorder.expect_payload, recorder.take_payload, table.add
+    strides = [math.prod(variable.grid.shape[axis + 1 :]) for axis in range(len(variable.shape))]
+    steps = list(zip(strides, variable.grid.shape, variable.chunks, strict=True))
     for index, length in chunks:
         if length > len(placeholder):
             placeholder = memoryview(bytes([PLACEHOLDER]) * max(length, 2 * len(placeholder)))
-        offsets = _chunk_offsets(grid, index, variable.chunks)
-        recorder.expect_payload(length)
-        identifier.write_direct_chunk(offsets, placeholder[:length])
-        table.add(recorder.take_payload(), length, number, index)
+        offsets = tuple(index // stride % extent * size for stride, extent, size in steps)
+        expect(length)
+        write(offsets, placeholder[:length])
+        add(take(), length, number, index)
 
 
 def _place_scalar(dataset: h5py.Dataset, variable: Variable, number: int, table: _Table) -> None:
@@ -200,10 +212,6 @@ def _place_scalar(dataset: h5py.Dataset, variable: Variable, number: int, table:
     start = dataset.id.get_offset()
     if start is not None:
         table.add(start, np.dtype(variable.dtype).itemsize, number, 0)
-
-
-def _chunk_offsets(grid: ChunkGrid, index: int, chunks: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(i * c for i, c in zip(unravel(index, grid.shape), chunks, strict=True))
 
 
 def _attach(

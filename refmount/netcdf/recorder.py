@@ -69,21 +69,22 @@ class Recorder:
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Keep ``data`` at the position, unless it is the payload expected."""
-        view = memoryview(data).cast("B")
-        length = len(view)
         start = self._position
-        self._position += length
-        self._size = max(self._size, self._position)
+        length = data.nbytes if isinstance(data, memoryview) else len(data)
+        end = self._position = start + length
+        if end > self._size:
+            self._size = end
         if length == self._expected and self._placed is None:
-            self._placed = start
+            self._placed = start  # the hot path: one call per chunk
             return length
+        view = memoryview(data).cast("B")
         position = start
-        while position < self._position:
+        while position < end:
             number, within = divmod(position, PAGE)
             page = self._pages.get(number)
             if page is None:
                 page = self._pages[number] = bytearray(PAGE)
-            count = min(PAGE - within, self._position - position)
+            count = min(PAGE - within, end - position)
             page[within : within + count] = view[position - start : position - start + count]
             position += count
         return length

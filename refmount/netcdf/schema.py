@@ -303,10 +303,12 @@ def _dimensions(value: object, shape: tuple[int, ...], group: Group, array: str)
 
 
 def _phony(group: Group, size: int) -> str:
+    """Return the group's ``phony_dim_N`` of ``size``, made now if it has none."""
     for name, known in group.dimensions.items():
         if name.startswith("phony_dim_") and known == size:
             return name
     number = sum(name.startswith("phony_dim_") for name in group.dimensions)
+    group.dimensions[f"phony_dim_{number}"] = size
     return f"phony_dim_{number}"
 
 
