@@ -58,12 +58,12 @@ class Chunks:
         if grid is None:
             yield from self._explicit_lengths(variable)
             return
-        for index in range(variable.grid.count):
-            if self._references.skip_absent(grid, index, index + 1, load=True) > index:
-                continue
+        count, index = variable.grid.count, 0
+        while (index := self._references.skip_absent(grid, index, count, load=True)) < count:
             length = self._length(variable, index, self._references.chunk(grid, index))
             if length is not None:
                 yield index, length
+            index += 1
 
     def _explicit_lengths(self, variable: Variable) -> Iterator[tuple[int, int]]:
         """The lengths of a JSON set's chunks, asked in batches of names (no references are
