@@ -101,6 +101,10 @@ class Summary:
     malformed: bool = False
     served_as_stored: list[tuple[str, str, str]] | None = None
     """With ``--decode``: the arrays a decoded mount serves as stored (path, codec, reason)."""
+    netcdf_left_out: list[tuple[str, str]] | None = None
+    """With ``--netcdf``: the arrays the netCDF file leaves out (path, reason)."""
+    netcdf_renamed: list[str] = field(default_factory=list)
+    """With ``--netcdf``: the dimensions the netCDF file renames, one line each."""
 
     @property
     def ok(self) -> bool:
@@ -181,6 +185,19 @@ class Summary:
                         {"array": path, "codec": codec, "reason": reason}
                         for path, codec, reason in self.served_as_stored
                     ]
+                }
+            ),
+            **(
+                {}
+                if self.netcdf_left_out is None
+                else {
+                    "netcdf": {
+                        "left_out": [
+                            {"array": path, "reason": reason}
+                            for path, reason in self.netcdf_left_out
+                        ],
+                        "renamed": list(self.netcdf_renamed),
+                    }
                 }
             ),
         }

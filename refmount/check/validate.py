@@ -38,6 +38,7 @@ def check_references(
     quick: bool = False,
     scan_progress: Progress | None = None,
     decode_cache: int | None = None,
+    netcdf: bool = False,
 ) -> Summary:
     """Load ``source`` the way a mount does, collecting every problem instead of stopping.
 
@@ -47,7 +48,8 @@ def check_references(
     is told ``(rows scanned, rows)`` after each record file (targets are sized afterwards,
     on request: ``ask_sizes``). A set that cannot be loaded at all is ``malformed``. With
     ``decode_cache`` (the cache size of a ``--decode`` mount), the arrays such a mount would
-    serve as stored are listed.
+    serve as stored are listed. With ``netcdf``, the arrays a ``--netcdf`` file (of the
+    decoded view, with ``decode_cache``) leaves out, and the dimensions it renames.
     """
     parquet = is_parquet(source.url, source.is_directory())
     summary = Summary(source.url, "parquet" if parquet else "json")
@@ -76,11 +78,28 @@ def check_references(
     )
     _count(references, summary, scan_progress, scan=not quick)
     if decode_cache is not None:
-        from refmount.decode.view import plan  # numcodecs, only when asked
+        from refmount.decode.view import DecodedReferences, plan  # numcodecs, only when asked
 
-        stored = plan(references, decode_cache).stored
-        summary.served_as_stored = [(a.path, a.codec, a.reason) for a in stored]
+        decisions = plan(references, decode_cache)
+        summary.served_as_stored = [(a.path, a.codec, a.reason) for a in decisions.stored]
+        if netcdf:
+            references = DecodedReferences(references, decisions)
+    if netcdf:
+        _check_netcdf(references, summary)
     return summary
+
+
+def _check_netcdf(references: ReferenceSet, summary: Summary) -> None:
+    """List what a ``--netcdf`` file of ``references`` leaves out and renames."""
+    from refmount.netcdf.schema import schema_of  # numpy, only when asked
+
+    try:
+        schema = schema_of(references, "root")
+    except ReferenceFormatError as error:
+        summary.problem(error.key, error.problem)
+        return
+    summary.netcdf_left_out = [(left.path, left.reason) for left in schema.left_out]
+    summary.netcdf_renamed = list(schema.renamed)
 
 
 def _count(

@@ -32,7 +32,7 @@ arrays (shape, chunks, dtype), targets and the bytes referenced.
 CHECK_EPILOG = """\
 -o accepts the mount's options; those that concern reading REFS and its targets apply
 (remote_protocol, remote_options, target_options, target, s3_endpoint_url, s3_region,
-s3_anon, s3_requester_pays), and decode and cache_size; the others are ignored.
+s3_anon, s3_requester_pays), and decode, cache_size and netcdf; the others are ignored.
 
 exit status: 0 no problems, 2 the set is malformed or has problems (or bad arguments).
 """
@@ -46,6 +46,7 @@ _CHECK_OPTIONS = frozenset(
         "max_refs_size",
         "decode",
         "cache_size",
+        "netcdf",
     }
 )
 """The mount's ``-o`` options that ``refmount check`` applies (besides the S3 shortcuts)."""
@@ -85,6 +86,12 @@ def build_check_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--cache-size", metavar="SIZE", help="as for mounting (--decode: its quarter rule)"
+    )
+    parser.add_argument(
+        "--netcdf",
+        action="store_true",
+        help="list the arrays a --netcdf file would leave out, and why (of the decoded view "
+        "with --decode), and the dimensions it would rename",
     )
     return parser
 
@@ -134,6 +141,7 @@ def check_main(argv: Sequence[str]) -> int:
                     refs, sys.stderr, unit="chunk rows", verb="scanning"
                 ),
                 decode_cache=cache_size if args.decode else None,
+                netcdf=args.netcdf,
             )
     except ReferenceFormatError as error:
         print(f"refmount: error: {error}", file=sys.stderr)

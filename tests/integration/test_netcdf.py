@@ -300,3 +300,26 @@ def test_netcdf_name_names_the_file(tmp_path: Path) -> None:
         )
         with netCDF4.Dataset(mount.path / "all.nc") as ds:
             assert set(ds.variables) == {"t", "e"}
+
+
+def test_check_netcdf_lists_the_arrays_left_out(tmp_path: Path) -> None:
+    source = sources.zarr_codecs(tmp_path / "originals")[0]
+
+    def check(*options: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            refmount_command("check", *options, str(source.refs)),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    result = check("--netcdf")
+    assert result.returncode == 0, result.stderr
+    count = len(sources.ZARR2_ARRAYS)
+    assert f"--netcdf    {count} arrays left out" in result.stdout
+    assert "  zstd  its codec 'zstd' has no HDF5 filter every netCDF reader has" in result.stdout
+    assert "  fortran_be  its chunks are in Fortran order" in result.stdout
+    decoded = json.loads(check("--netcdf", "--decode", "--json").stdout)
+    assert decoded["netcdf"] == {"left_out": [], "renamed": []}
+    assert "netcdf" not in json.loads(check("--json").stdout)
