@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import trio
 
 from refmount.check.summary import UNREADABLE, ArrayInfo, Summary, TargetInfo
+from refmount.decode.extra import missing_dependency as decode_missing
 from refmount.errors import ReferenceFormatError, RefmountError
 from refmount.formats import LoadOptions, load, zarr_meta
 from refmount.formats.options import Progress
@@ -38,7 +39,7 @@ def check_references(
     quick: bool = False,
     scan_progress: Progress | None = None,
     decode_cache: int | None = None,
-    netcdf: bool = False,
+    netcdf_cache: int | None = None,
 ) -> Summary:
     """Load ``source`` the way a mount does, collecting every problem instead of stopping.
 
@@ -48,8 +49,10 @@ def check_references(
     is told ``(rows scanned, rows)`` after each record file (targets are sized afterwards,
     on request: ``ask_sizes``). A set that cannot be loaded at all is ``malformed``. With
     ``decode_cache`` (the cache size of a ``--decode`` mount), the arrays such a mount would
-    serve as stored are listed. With ``netcdf``, the arrays a ``--netcdf`` file (of the
-    decoded view, with ``decode_cache``) leaves out, and the dimensions it renames.
+    serve as stored are listed. With ``netcdf_cache`` (the cache size of a ``--netcdf``
+    mount), the arrays its file leaves out (of the decoded view with ``decode_cache``; else
+    decoding what it cannot place, where the decode extra is installed, as a mount does) and
+    the dimensions it renames.
     """
     parquet = is_parquet(source.url, source.is_directory())
     summary = Summary(source.url, "parquet" if parquet else "json")
@@ -82,19 +85,24 @@ def check_references(
 
         decisions = plan(references, decode_cache)
         summary.served_as_stored = [(a.path, a.codec, a.reason) for a in decisions.stored]
-        if netcdf:
+        if netcdf_cache is not None:
             references = DecodedReferences(references, decisions)
-    if netcdf:
-        _check_netcdf(references, summary)
+    if netcdf_cache is not None:
+        decoded = None
+        if decode_cache is None and decode_missing() is None:
+            from refmount.decode.view import DecodedReferences, plan
+
+            decoded = DecodedReferences(references, plan(references, netcdf_cache))
+        _check_netcdf(references, decoded, summary)
     return summary
 
 
-def _check_netcdf(references: ReferenceSet, summary: Summary) -> None:
+def _check_netcdf(references: ReferenceSet, decoded: ReferenceSet | None, summary: Summary) -> None:
     """List what a ``--netcdf`` file of ``references`` leaves out and renames."""
     from refmount.netcdf.schema import schema_of  # numpy, only when asked
 
     try:
-        schema = schema_of(references, "root")
+        schema = schema_of(references, "root", decoded)
     except ReferenceFormatError as error:
         summary.problem(error.key, error.problem)
         return

@@ -141,7 +141,7 @@ def check_main(argv: Sequence[str]) -> int:
                     refs, sys.stderr, unit="chunk rows", verb="scanning"
                 ),
                 decode_cache=cache_size if args.decode else None,
-                netcdf=args.netcdf,
+                netcdf_cache=cache_size if args.netcdf else None,
             )
     except ReferenceFormatError as error:
         print(f"refmount: error: {error}", file=sys.stderr)

@@ -3,7 +3,9 @@ alone: groups, dimensions, variables with their HDF5 filters, and the arrays lef
 
 No HDF5 here (``layout`` writes what this describes). A variable's chunks are placed as stored
 when its codecs map onto HDF5 filters every netCDF reader has (deflate, shuffle, none);
-an array served decoded by ``--decode`` has no codecs left and is placed unfiltered.
+otherwise, when a decoded view of the set decodes the array, it becomes an unfiltered
+variable whose chunks are read decoded (``Variable.decoded``). Under ``--decode`` the set
+itself is that view: its decoded arrays have no codecs left.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class Variable:
     attributes: Mapping[str, Any]
     filters: tuple[Filter, ...]
     grid: ChunkGrid
+    decoded: bool = False
+    """Whether its chunks are read decoded (through the decoded view's reader)."""
 
     @property
     def chunk_bytes(self) -> int:
@@ -107,15 +111,21 @@ class _Refusal(Exception):
     """An array cannot be expressed in the file; the message says why."""
 
 
-def schema_of(references: ReferenceSet, root_name: str) -> Schema:
+def schema_of(
+    references: ReferenceSet, root_name: str, decoded: ReferenceSet | None = None
+) -> Schema:
     """Return the schema of the set's netCDF file; a root array is named ``root_name``.
 
-    Raises ``ReferenceFormatError`` naming the set and the key for malformed metadata (as
-    loading would). Metadata documents are read from the set's inline keys and from
-    consolidated ``.zmetadata`` documents; an array whose metadata lies in a target is left out.
+    ``decoded``, the decoded view of the same set, offers its rewritten metadata for the
+    arrays whose codecs have no HDF5 filter: an array it decodes becomes a ``decoded``
+    variable. Raises ``ReferenceFormatError`` naming the set and the key for malformed
+    metadata (as loading would). Metadata documents are read from the set's inline keys and
+    from consolidated ``.zmetadata`` documents; an array whose metadata lies in a target is
+    left out.
     """
     source = references.source
     documents, left_out = _documents(references)
+    alternatives = {} if decoded is None else _documents(decoded)[0]
     schema = Schema(left_out=left_out)
     arrays = sorted(path for path, name in documents if name == ZARRAY)
     group_paths = {path for path, name in documents if name == ZGROUP} | {""}
@@ -131,8 +141,11 @@ def schema_of(references: ReferenceSet, root_name: str) -> Schema:
     schema.groups = list(groups.values())
     for array in arrays:
         try:
+            meta, is_decoded = _storage(array, documents, alternatives, source)
             schema.variables.append(
-                _variable(array, documents, groups, root_name, source, schema.renamed)
+                _variable(
+                    array, meta, is_decoded, documents, groups, root_name, source, schema.renamed
+                )
             )
         except _Refusal as refusal:
             schema.left_out.append(LeftOut(array, str(refusal)))
@@ -190,8 +203,54 @@ def _attributes(document: Any, source: str, path: str) -> dict[str, Any]:
     return dict(document)
 
 
+def _storage(
+    array: str,
+    documents: Mapping[tuple[str, str], Any],
+    alternatives: Mapping[tuple[str, str], Any],
+    source: str,
+) -> tuple[dict[str, Any], bool]:
+    """Return the metadata an array is stored by and whether it is the decoded view's: its
+    own when its codecs have HDF5 filters, else the decoded view's when that has none left."""
+    key = f"{array}/{ZARRAY}" if array else ZARRAY
+    meta = documents[(array, ZARRAY)]
+    if not isinstance(meta, dict):
+        raise ReferenceFormatError(source, key, "array metadata must be a JSON object")
+    grid_from_zarray(array, meta, source, key)  # malformed metadata stops the mount
+    try:
+        _stored_as(meta)
+    except _Refusal as refusal:
+        alternative = alternatives.get((array, ZARRAY))
+        if not isinstance(alternative, dict) or not _plain(alternative):
+            if alternatives:  # a decoded view was asked and does not decode it
+                raise _Refusal(f"{refusal}, and it is not decoded") from None
+            raise
+        return alternative, True
+    return meta, False
+
+
+def _plain(meta: Mapping[str, Any]) -> bool:
+    """Return True for metadata with no codecs, C order and a dtype netCDF has."""
+    try:
+        return not _stored_as(meta)[1]
+    except _Refusal:
+        return False
+
+
+def _stored_as(meta: Mapping[str, Any]) -> tuple[str, tuple[Filter, ...]]:
+    """Return the dtype and HDF5 filters an array's chunks are stored with."""
+    dtype = _dtype(meta.get("dtype"))
+    if meta.get("order", "C") != "C":
+        raise _Refusal("its chunks are in Fortran order")
+    filters = _filters(meta, np.dtype(dtype).itemsize)
+    if not meta.get("shape") and filters:
+        raise _Refusal("a 0-d array with codecs cannot be stored filtered")
+    return dtype, filters
+
+
 def _variable(
     array: str,
+    meta: dict[str, Any],
+    decoded: bool,
     documents: Mapping[tuple[str, str], Any],
     groups: Mapping[str, Group],
     root_name: str,
@@ -199,18 +258,10 @@ def _variable(
     renamed: list[str],
 ) -> Variable:
     key = f"{array}/{ZARRAY}" if array else ZARRAY
-    meta = documents[(array, ZARRAY)]
-    if not isinstance(meta, dict):
-        raise ReferenceFormatError(source, key, "array metadata must be a JSON object")
     grid = grid_from_zarray(array, meta, source, key)
     shape = tuple(int(n) for n in meta["shape"])
     chunks = tuple(int(n) for n in meta["chunks"])
-    dtype = _dtype(meta.get("dtype"))
-    if meta.get("order", "C") != "C":
-        raise _Refusal("its chunks are in Fortran order (--decode serves them in C order)")
-    filters = _filters(meta, np.dtype(dtype).itemsize)
-    if not shape and filters:
-        raise _Refusal("a 0-d array with codecs cannot be stored filtered (--decode serves it)")
+    dtype, filters = _stored_as(meta)
     attributes = _attributes(documents.get((array, ZATTRS)), source, array)
     group_path, _, name = array.rpartition("/")
     group = groups[group_path]
@@ -237,6 +288,7 @@ def _variable(
         attributes=attributes,
         filters=filters,
         grid=grid,
+        decoded=decoded,
     )
 
 
@@ -273,15 +325,11 @@ def _filters(meta: Mapping[str, Any], itemsize: int) -> tuple[Filter, ...]:
             size = codec.get("elementsize", 4)
             if size != itemsize:
                 raise _Refusal(
-                    f"its shuffle works on {size}-byte elements, its items are {itemsize} bytes "
-                    "(--decode serves it decoded)"
+                    f"its shuffle works on {size}-byte elements, its items are {itemsize} bytes"
                 )
             out.append(Filter(SHUFFLE, ()))
         else:
-            raise _Refusal(
-                f"its codec {name!r} has no HDF5 filter every netCDF reader has "
-                "(--decode serves it decoded)"
-            )
+            raise _Refusal(f"its codec {name!r} has no HDF5 filter every netCDF reader has")
     return tuple(out)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import trio
@@ -39,7 +40,8 @@ class NetcdfFile:
     """One netCDF file of a reference set: its name in the root, size and bytes.
 
     ``build`` makes the layout (``lay_out`` over the set's chunks unless given: tests pass
-    their own); ``layout`` is one already built (``--netcdf-eager``).
+    their own); ``layout`` is one already built (``--netcdf-eager``). The chunks of
+    ``decoded`` variables are read through ``decoding`` (the decoded view's read path).
     """
 
     def __init__(
@@ -52,8 +54,10 @@ class NetcdfFile:
         source: str,
         layout: Layout | None = None,
         build: Callable[[], Layout] | None = None,
+        decoding: ReadPath | None = None,
     ) -> None:
         self._name = name
+        self._decoding = decoding
         self._schema = schema
         self._chunks = chunks
         self._reader = reader
@@ -119,8 +123,9 @@ class NetcdfFile:
             )
         if reference is None:  # laid out, so it existed: the set cannot change
             raise TargetReadError(self._source, f"chunk {key!r} has no reference").for_key(key)
+        reader = self._decoding if variable.decoded and self._decoding else self._reader
         try:
-            data = await self._reader.read(key, reference, within, count)
+            data = await reader.read(key, reference, within, count)
         except TargetError as error:
             raise error.for_key(key) from None
         if len(data) != count:
@@ -152,17 +157,34 @@ BYTES_PER_CHUNK = 128
 some 90 bytes): a set whose chunks could hold more than the cache budget is refused."""
 
 
+@dataclass(frozen=True, slots=True)
+class Decoding:
+    """The decoded view of the set and its read path, for the arrays whose codecs have no
+    HDF5 filter (without ``--decode``; with it, the set and reader given are the view)."""
+
+    references: ReferenceSet
+    reader: ReadPath
+
+
 def open_netcdf(
-    name: str, references: ReferenceSet, reader: ReadPath, *, budget: int, eager: bool
+    name: str,
+    references: ReferenceSet,
+    reader: ReadPath,
+    *,
+    budget: int,
+    eager: bool,
+    decoding: Decoding | None = None,
 ) -> NetcdfFile:
-    """Return the netCDF file ``name`` of ``references`` read through ``reader``: its schema
-    made and its warnings logged now, its layout built now with ``eager`` (blocking: the
-    daemon's loop is not running yet) or at the first question.
+    """Return the netCDF file ``name`` of ``references`` read through ``reader`` (and the
+    arrays only ``decoding`` decodes through it): its schema made and its warnings logged
+    now, its layout built now with ``eager`` (blocking: the daemon's loop is not running
+    yet) or at the first question.
 
     Raises ``ReferenceFormatError`` for malformed metadata, and with ``eager``
     ``LayoutError`` for a layout that fails.
     """
-    schema = schema_of(references, name.removesuffix(SUFFIX) or name)
+    view = None if decoding is None else decoding.references
+    schema = schema_of(references, name.removesuffix(SUFFIX) or name, view)
     for left in schema.left_out:
         log.warning("--netcdf: %s", left.describe())
     for line in schema.renamed:
@@ -181,4 +203,13 @@ def open_netcdf(
         return build_layout(schema, chunks, source)
 
     layout = build() if eager else None
-    return NetcdfFile(name, schema, chunks, reader, source=source, layout=layout, build=build)
+    return NetcdfFile(
+        name,
+        schema,
+        chunks,
+        reader,
+        source=source,
+        layout=layout,
+        build=build,
+        decoding=None if decoding is None else decoding.reader,
+    )

@@ -11,7 +11,7 @@ from refmount.errors import ReferenceFormatError
 from refmount.model import Inline, Range, Reference
 from refmount.netcdf.schema import DEFLATE, SHUFFLE, Filter, schema_of
 from tests.fakes import DictReferences
-from tests.unit.netcdf.conftest import document, make_set, zarray
+from tests.unit.netcdf.conftest import CACHE, document, make_set, zarray
 
 
 def test_groups_dimensions_and_variables() -> None:
@@ -133,3 +133,17 @@ def test_metadata_in_a_target_is_left_out() -> None:
     extra = {"far/.zarray": Range("memory://meta", 0, 10)}
     schema = schema_of(make_set(extra=extra)[0], "root")
     assert [left.path for left in schema.left_out] == ["far"]
+
+
+def test_an_array_the_decoded_view_decodes_becomes_a_decoded_variable() -> None:
+    from refmount.decode.view import DecodedReferences, plan
+
+    references, _ = make_set(temp={"filters": None, "compressor": {"id": "zstd", "level": 1}})
+    view = DecodedReferences(references, plan(references, CACHE))
+    without = schema_of(references, "root")
+    assert [left.path for left in without.left_out] == ["temp"]
+    schema = schema_of(references, "root", view)
+    temp = next(v for v in schema.variables if v.path == "temp")
+    assert (temp.decoded, temp.filters, temp.dtype) == (True, (), "<f4")
+    assert not next(v for v in schema.variables if v.path == "time").decoded
+    assert not schema.left_out

@@ -3,19 +3,25 @@ read path, and every failure an error naming the chunk, never wrong or missing b
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import netCDF4
+import numcodecs
+import numpy as np
 import pytest
 import trio
 import trio.testing
 
 from refmount.config import ReadConfig, RetryConfig
 from refmount.errors import ShortReadError, TargetError
+from refmount.model import Range
 from refmount.netcdf.chunks import Chunks
 from refmount.netcdf.layout import Layout, lay_out
 from refmount.netcdf.schema import schema_of
-from refmount.netcdf.served import LayoutError, NetcdfFile, open_netcdf
+from refmount.netcdf.served import Decoding, LayoutError, NetcdfFile, open_netcdf
 from refmount.read.reader import Reader
 from tests.fakes import DictReferences, MemoryTarget
-from tests.unit.netcdf.conftest import CACHE, URL, make_set
+from tests.unit.netcdf.conftest import CACHE, TEMP, TIME, URL, make_set
 from tests.unit.netcdf.test_layout import image
 
 
@@ -129,3 +135,25 @@ def test_eager_lays_out_at_once() -> None:
     reader = Reader(target, ReadConfig(cache_size=CACHE))
     file = open_netcdf("x.nc", references, reader, budget=CACHE, eager=True)
     assert file.size_now()
+
+
+async def test_arrays_only_the_decoded_view_decodes_are_read_decoded(tmp_path: Path) -> None:
+    from refmount.decode.reader import DecodingReader
+    from refmount.decode.view import DecodedReferences, plan
+
+    references, target = make_set(temp={"filters": None, "compressor": {"id": "zstd"}})
+    pieces = [numcodecs.Zstd().encode(TEMP[i : i + 2].tobytes()) for i in (0, 2)]
+    target.objects["memory://zstd"] = pieces[0] + pieces[1]
+    references.explicit["temp/0.0"] = Range("memory://zstd", 0, len(pieces[0]))
+    references.explicit["temp/1.0"] = Range("memory://zstd", len(pieces[0]), len(pieces[1]))
+    reader = Reader(target, ReadConfig(cache_size=CACHE), RetryConfig(retries=0))
+    decisions = plan(references, CACHE)
+    decoding = Decoding(DecodedReferences(references, decisions), DecodingReader(reader, decisions))
+    file = open_netcdf("x.nc", references, reader, budget=CACHE, eager=False, decoding=decoding)
+    size = await file.size()
+    path = tmp_path / "x.nc"
+    path.write_bytes(bytes(await file.read(0, size)))
+    with netCDF4.Dataset(path) as ds:
+        np.testing.assert_array_equal(ds["temp"][...], TEMP)
+        np.testing.assert_array_equal(ds["time"][...], TIME)
+        assert ds["temp"].filters()["zlib"] is False
