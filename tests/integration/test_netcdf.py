@@ -28,6 +28,7 @@ from tests.integration import sources
 from tests.integration.sources import Source
 from tests.integration.test_interop import dumped_values, run, which
 from tests.support.mounting import Mount, mounted, read_errno, refmount_command, requires_fuse
+from tests.support.servers import RangeHTTPServer
 
 pytestmark = [
     pytest.mark.fuse,
@@ -345,3 +346,30 @@ def test_arrays_nothing_can_express_are_left_out_and_check_lists_them(tmp_path: 
             assert not {"p", "c"} & set(ds.variables)
         log = mount.log_text()
         assert "--netcdf: array 'p' is left out: its codec 'pickle'" in log, log
+
+
+@pytest.mark.http
+def test_the_file_reads_the_same_over_http(
+    served: dict[str, Served], tmp_path: Path, http_server: RangeHTTPServer
+) -> None:
+    local = served["netcdf-json"]
+    refs = json.loads(local.source.refs.read_text())
+    url = http_server.add("data.nc", local.source.original.read_bytes())
+    for key, value in refs["refs"].items():
+        if isinstance(value, list):
+            refs["refs"][key] = [url, *value[1:]]
+    path = tmp_path / "data.nc.json"
+    path.write_text(json.dumps(refs))
+    with mounted(path, tmp_path / "mnt", "--netcdf") as mount:
+        assert (mount.path / "data.nc").read_bytes() == local.file.read_bytes()
+
+
+@pytest.mark.interop
+def test_gdal_reads_a_variable_through_its_netcdf_driver(served: dict[str, Served]) -> None:
+    which("gdalinfo", "gdal-bin")
+    mount = served["netcdf-json"]
+    output = run(["gdalinfo", "-json", "-stats", f'NETCDF:"{mount.file}":elevation']).stdout
+    band = json.loads(output)["bands"][0]
+    values = original(mount.source, "elevation")
+    assert (band["minimum"], band["maximum"]) == (values.min(), values.max())
+    assert band["mean"] == pytest.approx(values.mean())
