@@ -139,7 +139,7 @@ def _write_groups(file: h5py.File, schema: Schema) -> tuple[Scales, dict[tuple[s
     dimension_ids: dict[tuple[str, str], int] = {}
     for group in schema.groups:
         node = file if not group.path else file.create_group(group.path, track_order=False)
-        _write_attributes(node.attrs, group.attributes)
+        _write_attributes(node.attrs, group.attributes, group.path or "/")
         for name, size in group.dimensions.items():
             if (group.path, name) not in coordinates:
                 scale = node.create_dataset(name, shape=(size,), dtype=">f4")
@@ -173,7 +173,7 @@ def _create(file: h5py.File, variable: Variable, scales: Scales) -> h5py.Dataset
     dataset = h5py.Dataset(identifier)
     if variable.fill_value is not None:
         dataset.attrs.create(FILL_VALUE, np.array(variable.fill_value, dtype=dtype))
-    _write_attributes(dataset.attrs, variable.attributes)
+    _write_attributes(dataset.attrs, variable.attributes, variable.path)
     if variable.is_coordinate:
         dataset.make_scale(variable.name)
         scales[(variable.group, variable.name)] = dataset
@@ -229,13 +229,20 @@ def _attach(
             dataset.dims[axis].attach_scale(scales[(variable.group, dimension)])
 
 
-def _write_attributes(attributes: h5py.AttributeManager, values: Mapping[str, Any]) -> None:
+def _write_attributes(
+    attributes: h5py.AttributeManager, values: Mapping[str, Any], where: str
+) -> None:
     """Write zarr attributes as netCDF-C writes them: ASCII text as fixed-length ``NC_CHAR``,
-    other text as ``NC_STRING``, numbers as 64-bit arrays, anything else as JSON text."""
+    other text as ``NC_STRING``, numbers as 64-bit arrays, anything else as JSON text. One
+    HDF5 cannot hold (an empty name, say) is left out with a warning, not the whole file."""
     for name, value in values.items():
         converted = _attribute(value)
-        if converted is not None:
+        if converted is None:
+            continue
+        try:
             attributes.create(name, converted)
+        except (ValueError, TypeError, KeyError, OSError, RuntimeError) as error:
+            log.warning("--netcdf: attribute %r of %r is left out: %s", name, where, error)
 
 
 def _attribute(value: Any) -> Any:

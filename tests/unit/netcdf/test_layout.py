@@ -16,7 +16,7 @@ from refmount.netcdf.chunks import Chunks
 from refmount.netcdf.layout import Layout, lay_out
 from refmount.netcdf.schema import Schema, schema_of
 from tests.fakes import DictReferences, MemoryTarget
-from tests.unit.netcdf.conftest import DEPTH, TEMP, TIME, make_set
+from tests.unit.netcdf.conftest import DEPTH, TEMP, TIME, document, make_set
 
 
 def image(
@@ -143,3 +143,18 @@ def test_the_held_memory_is_metadata_and_the_table_only() -> None:
     layout = lay_out(schema_of(references, "root"), Chunks(references).lengths)
     assert len(layout.starts) == 5  # temp's two, time, height, depth
     assert layout.nbytes < 64 * 1024
+
+
+def test_an_attribute_hdf5_cannot_hold_is_left_out_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    references, target = make_set(
+        extra={"time/.zattrs": document({"_ARRAY_DIMENSIONS": ["time"], "": 1, "empty": ""})}
+    )
+    schema = schema_of(references, "root")
+    layout = lay_out(schema, Chunks(references).lengths)
+    path = tmp_path / "odd.nc"
+    path.write_bytes(image(layout, schema, references, target))
+    with netCDF4.Dataset(path) as ds:
+        assert ds["time"].getncattr("empty") == ""
+    assert "attribute '' of 'time' is left out" in caplog.text
