@@ -95,9 +95,15 @@ class NetcdfFile:
         end = min(offset + max(size, 0), layout.size)
         if end <= offset:
             return b""
-        out = layout.pages.read(offset, end)
         starts = layout.starts
         first = max(int(np.searchsorted(starts, offset, side="right")) - 1, 0)
+        if first < len(starts) and starts[first] <= offset:
+            stop = int(starts[first]) + int(layout.lengths[first])
+            if end <= stop:  # within one chunk (most reads): its bytes as the reader has them
+                return await self._chunk_bytes(
+                    layout, first, offset - int(starts[first]), end - offset
+                )
+        out = layout.pages.read(offset, end)
         for row in range(first, len(starts)):
             start = int(starts[row])
             if start >= end:
