@@ -92,12 +92,20 @@ def lay_out(schema: Schema, chunk_lengths: ChunkLengths) -> Layout:
     with h5py.File(recorder, "w", libver=LIBVER, track_order=False) as file:
         file.attrs.create(PROPERTIES, np.bytes_(_properties()))
         scales, dimension_ids = _write_groups(file, schema)
+        created: set[str] = set()
         for number, variable in enumerate(schema.variables):
-            dataset = _create(file, variable, scales)
+            try:
+                dataset = _create(file, variable, scales)
+            except (ValueError, TypeError, KeyError, OSError, RuntimeError) as error:
+                log.warning(
+                    "--netcdf: array %r is left out: HDF5 refused it: %s", variable.path, error
+                )
+                continue
+            created.add(variable.path)
             _place(dataset, variable, number, chunk_lengths(variable), recorder, table)
             if not variable.shape:
                 _place_scalar(dataset, variable, number, table)
-        _attach(file, schema, scales, dimension_ids)
+        _attach(file, schema, scales, dimension_ids, created)
     order = np.argsort(np.frombuffer(table.starts, dtype=np.uint64), kind="stable")
     pages = recorder.pages()
     return Layout(
@@ -215,18 +223,25 @@ def _place_scalar(dataset: h5py.Dataset, variable: Variable, number: int, table:
 
 
 def _attach(
-    file: h5py.File, schema: Schema, scales: Scales, dimension_ids: Mapping[tuple[str, str], int]
+    file: h5py.File,
+    schema: Schema,
+    scales: Scales,
+    dimension_ids: Mapping[tuple[str, str], int],
+    created: set[str],
 ) -> None:
     """Attach each variable's dimension scales (``DIMENSION_LIST`` and ``REFERENCE_LIST``)
-    and number every dimension (``_Netcdf4Dimid``)."""
+    and number every dimension (``_Netcdf4Dimid``); a scale whose coordinate variable HDF5
+    refused is not attached."""
     for (group, name), scale in scales.items():
         scale.attrs.create(DIMENSION_ID, np.int32(dimension_ids[(group, name)]))
     for variable in schema.variables:
-        if variable.is_coordinate or not variable.shape:
+        if variable.is_coordinate or not variable.shape or variable.path not in created:
             continue
         dataset = file[f"{variable.group}/{variable.name}" if variable.group else variable.name]
         for axis, dimension in enumerate(variable.dimensions):
-            dataset.dims[axis].attach_scale(scales[(variable.group, dimension)])
+            scale = scales.get((variable.group, dimension))
+            if scale is not None:
+                dataset.dims[axis].attach_scale(scale)
 
 
 def _write_attributes(

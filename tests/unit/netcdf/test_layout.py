@@ -158,3 +158,27 @@ def test_an_attribute_hdf5_cannot_hold_is_left_out_with_a_warning(
     with netCDF4.Dataset(path) as ds:
         assert ds["time"].getncattr("empty") == ""
     assert "attribute '' of 'time' is left out" in caplog.text
+
+
+def test_an_array_hdf5_refuses_is_left_out_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from refmount.netcdf import layout as module
+
+    real = module._create
+
+    def refusing(file: Any, variable: Any, scales: Any) -> Any:
+        if variable.path == "temp":
+            raise RuntimeError("injected refusal")
+        return real(file, variable, scales)
+
+    monkeypatch.setattr(module, "_create", refusing)
+    references, target = make_set()
+    schema = schema_of(references, "root")
+    layout = lay_out(schema, Chunks(references).lengths)
+    path = tmp_path / "partial.nc"
+    path.write_bytes(image(layout, schema, references, target))
+    with netCDF4.Dataset(path) as ds:
+        assert "temp" not in ds.variables
+        np.testing.assert_array_equal(ds["time"][...], TIME)
+    assert "array 'temp' is left out: HDF5 refused it: injected refusal" in caplog.text
