@@ -45,6 +45,10 @@ LIBVER = ("v110", "v110")
 PLACEHOLDER = 0xA5
 """The byte placeholders are made of (the recorder does not keep them)."""
 
+PAYLOADS_KEPT = 256
+"""Placeholder views kept by length while placing a variable's chunks (bounded: the lengths
+of compressed chunks hardly recur)."""
+
 ChunkLengths = Callable[[Variable], Iterator[tuple[int, int]]]
 """For a variable: ``(chunk index, stored length)`` of each chunk that exists, in order."""
 
@@ -200,17 +204,25 @@ def _place(
     if not variable.shape:
         return
     placeholder = memoryview(b"")
-    write = dataset.id.write_direct_chunk
-    expect, take, add = recorder.expect_payload, recorder.take_payload, table.add
+    payloads: dict[int, memoryview] = {}  # a few lengths recur (unfiltered: one)
+    write, place = dataset.id.write_direct_chunk, recorder.place
+    starts, lengths = table.starts.append, table.lengths.append
+    variables, indices = table.variables.append, table.indices.append
     strides = [math.prod(variable.grid.shape[axis + 1 :]) for axis in range(len(variable.shape))]
     steps = list(zip(strides, variable.grid.shape, variable.chunks, strict=True))
     for index, length in chunks:
-        if length > len(placeholder):
-            placeholder = memoryview(bytes([PLACEHOLDER]) * max(length, 2 * len(placeholder)))
-        offsets = tuple(index // stride % extent * size for stride, extent, size in steps)
-        expect(length)
-        write(offsets, placeholder[:length])
-        add(take(), length, number, index)
+        payload = payloads.get(length)
+        if payload is None:
+            if length > len(placeholder):
+                placeholder = memoryview(bytes([PLACEHOLDER]) * max(length, 2 * len(placeholder)))
+                payloads.clear()
+            if len(payloads) >= PAYLOADS_KEPT:
+                payloads.clear()
+            payload = payloads[length] = placeholder[:length]
+        starts(place(write, tuple([index // s % e * c for s, e, c in steps]), payload))
+        lengths(length)
+        variables(number)
+        indices(index)
 
 
 def _place_scalar(dataset: h5py.Dataset, variable: Variable, number: int, table: _Table) -> None:

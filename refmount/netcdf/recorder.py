@@ -10,6 +10,7 @@ allocated, and never reads it back; ``take_payload`` checks that it did.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 PAGE = 4096
@@ -59,8 +60,10 @@ class Recorder:
 
     def seek(self, offset: int, whence: int = 0) -> int:
         """Move to ``offset`` (from the start, the position or the end)."""
-        base = (0, self._position, self._size)[whence]
-        self._position = base + offset
+        if whence == 0:  # HDF5 seeks from the start before every write
+            self._position = offset
+        else:
+            self._position = offset + (self._position if whence == 1 else self._size)
         return self._position
 
     def tell(self) -> int:
@@ -118,6 +121,19 @@ class Recorder:
         """Say that the next write of ``length`` bytes is a chunk's payload, not metadata."""
         self._expected = length
         self._placed = None
+
+    def place(
+        self,
+        write: Callable[[tuple[int, ...], memoryview], object],
+        offsets: tuple[int, ...],
+        payload: memoryview,
+    ) -> int:
+        """Return where ``write(offsets, payload)`` (a chunk written directly) put the
+        payload: ``expect_payload``, the write and ``take_payload`` in one call."""
+        self._expected = len(payload)
+        self._placed = None
+        write(offsets, payload)
+        return self.take_payload()
 
     def take_payload(self) -> int:
         """Return where the payload expected landed; raise ``RuntimeError`` if it did not."""
