@@ -8,6 +8,12 @@ assembled piece by piece; a chunk's bytes come from ``ReadPath.read`` under the 
 key, so the cache, single-flight, block prefetch, retries and the decode view apply as they
 do to the chunk's file in the tree. A chunk that comes back shorter than its place in the
 file is an error, never padding.
+
+A read that starts a chunk asks ``ReadPath.prefetch_neighbours`` for the chunks that follow
+it in the file when their references follow it in the same remote object (the rules of the
+tree's neighbour prefetch, ``fuse.neighbours``: ranges up to ``whole_fetch_limit``, at most
+``neighbour_gap`` apart, local files left out): a reader going through the file in order
+meets them fetched, in runs of coalesced requests.
 """
 
 from __future__ import annotations
@@ -21,12 +27,13 @@ import trio
 
 from refmount.errors import ReferenceFormatError, ShortReadError, TargetError, TargetReadError
 from refmount.flight import SingleFlight
-from refmount.model import Inline, Reference, ReferenceSet
+from refmount.model import Inline, Range, Reference, ReferenceSet
 from refmount.netcdf.chunks import Chunks, WholeFileChunk
 from refmount.netcdf.layout import Layout, lay_out
 from refmount.netcdf.naming import SUFFIX
 from refmount.netcdf.schema import Schema, schema_of
 from refmount.read.path import ReadPath
+from refmount.store.options import is_plain_local
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +73,10 @@ class NetcdfFile:
         self._build = build or (lambda: build_layout(schema, chunks, source))
         self._builds: SingleFlight[Layout] = SingleFlight()
         self._threads = trio.CapacityLimiter(1)
+        self._scale = 1
+        self._quiet_until = -1
+        """The file offset before which a chunk's start asks for no neighbours (what the
+        last prefetch left ahead is still ahead)."""
 
     @property
     def name(self) -> str:
@@ -129,6 +140,8 @@ class NetcdfFile:
             )
         if reference is None:  # laid out, so it existed: the set cannot change
             raise TargetReadError(self._source, f"chunk {key!r} has no reference").for_key(key)
+        if within == 0:
+            self._prefetch_after(layout, row, reference)
         reader = self._decoding if variable.decoded and self._decoding else self._reader
         try:
             data = await reader.read(key, reference, within, count)
@@ -137,6 +150,46 @@ class NetcdfFile:
         if len(data) != count:
             raise ShortReadError(_url(reference), within + count, within + len(data)).for_key(key)
         return data
+
+    def _prefetch_after(self, layout: Layout, row: int, reference: Reference) -> None:
+        """Ask for the chunks after ``row`` in the file whose references follow this one in
+        its object (known without I/O), fetched ahead together."""
+        reader = self._reader
+        config = reader.config
+        start = int(layout.starts[row])
+        if (
+            start < self._quiet_until
+            or not reader.can_prefetch
+            or config.neighbour_bytes <= 0
+            or not isinstance(reference, Range)
+            or not 0 < reference.length <= config.whole_fetch_limit
+            or is_plain_local(reference.url)
+        ):
+            return
+        spans = [(reference.offset, reference.offset + reference.length)]
+        starts: list[int] = [start]
+        for following in range(row + 1, min(row + 1 + config.neighbour_count, len(layout.starts))):
+            variable = self._schema.variables[int(layout.variables[following])]
+            known, neighbour = self._chunks.chunk_now(variable, int(layout.indices[following]))
+            if (
+                not known
+                or not isinstance(neighbour, Range)
+                or neighbour.url != reference.url
+                or not 0 < neighbour.length <= config.whole_fetch_limit
+                or not spans[-1][1] <= neighbour.offset <= spans[-1][1] + config.neighbour_gap
+            ):
+                break
+            spans.append((neighbour.offset, neighbour.offset + neighbour.length))
+            starts.append(int(layout.starts[following]))
+        if len(spans) < 2:
+            return
+        prefetch = reader.prefetch_neighbours(reference.url, spans, self._scale)
+        self._scale = prefetch.scale
+        self._quiet_until = starts[-1] + 1  # the whole chain stays ahead, unless:
+        for file_start, (target_start, _) in zip(starts, spans, strict=True):
+            if target_start >= prefetch.resume_at:
+                self._quiet_until = file_start
+                break
 
 
 def _url(reference: Reference) -> str:

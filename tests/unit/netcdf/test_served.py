@@ -14,14 +14,14 @@ import trio.testing
 
 from refmount.config import ReadConfig, RetryConfig
 from refmount.errors import ShortReadError, TargetError
-from refmount.model import Range
+from refmount.model import Range, Reference
 from refmount.netcdf.chunks import Chunks
 from refmount.netcdf.layout import Layout, lay_out
 from refmount.netcdf.schema import schema_of
 from refmount.netcdf.served import Decoding, LayoutError, NetcdfFile, open_netcdf
 from refmount.read.reader import Reader
 from tests.fakes import DictReferences, MemoryTarget
-from tests.unit.netcdf.conftest import CACHE, TEMP, TIME, URL, make_set
+from tests.unit.netcdf.conftest import CACHE, TEMP, TIME, URL, document, make_set, zarray
 from tests.unit.netcdf.test_layout import image
 
 
@@ -157,3 +157,31 @@ async def test_arrays_only_the_decoded_view_decodes_are_read_decoded(tmp_path: P
         np.testing.assert_array_equal(ds["temp"][...], TEMP)
         np.testing.assert_array_equal(ds["time"][...], TIME)
         assert ds["temp"].filters()["zlib"] is False
+
+
+async def test_reading_in_order_fetches_the_following_chunks_together() -> None:
+    values = np.arange(32 * 1024, dtype="<f4")
+    url = "memory://many.bin"
+    keys: dict[str, Reference] = {
+        ".zgroup": document({"zarr_format": 2}),
+        "v/.zarray": zarray([32 * 1024], [1024], "<f4"),
+        "v/.zattrs": document({"_ARRAY_DIMENSIONS": ["n"]}),
+    }
+    for index in range(32):
+        keys[f"v/{index}"] = Range(url, index * 4096, 4096)
+    target = MemoryTarget({url: values.tobytes()})
+    references = DictReferences(keys)
+    reader = Reader(target, ReadConfig(cache_size=CACHE), RetryConfig(retries=0))
+    file = open_netcdf("many.nc", references, reader, budget=CACHE, eager=True)
+    size = await file.size()
+    got = bytearray()
+    async with reader.running():
+        while len(got) < size:
+            got += await file.read(len(got), 8192)
+            await trio.testing.wait_all_tasks_blocked()
+    schema = schema_of(references, "root")
+    assert bytes(got) == image(
+        lay_out(schema, Chunks(references).lengths), schema, references, target
+    )
+    assert len(target.ranges) < 8  # not one request per chunk: runs of them
+    assert sum(end - start for _, start, end in target.ranges) == values.nbytes  # each once
