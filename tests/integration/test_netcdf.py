@@ -28,7 +28,7 @@ from tests.integration import sources
 from tests.integration.sources import Source
 from tests.integration.test_interop import dumped_values, run, which
 from tests.support.mounting import Mount, mounted, read_errno, refmount_command, requires_fuse
-from tests.support.servers import RangeHTTPServer
+from tests.support.servers import RangeHTTPServer, S3Bucket
 
 pytestmark = [
     pytest.mark.fuse,
@@ -348,20 +348,42 @@ def test_arrays_nothing_can_express_are_left_out_and_check_lists_them(tmp_path: 
         assert "--netcdf: array 'p' is left out: its codec 'pickle'" in log, log
 
 
+def remote_refs(local: Served, url: str, path: Path) -> Path:
+    """Write ``local``'s references with every range pointing at ``url`` instead."""
+    refs = json.loads(local.source.refs.read_text())
+    for key, value in refs["refs"].items():
+        if isinstance(value, list):
+            refs["refs"][key] = [url, *value[1:]]
+    path.write_text(json.dumps(refs))
+    return path
+
+
 @pytest.mark.http
 def test_the_file_reads_the_same_over_http(
     served: dict[str, Served], tmp_path: Path, http_server: RangeHTTPServer
 ) -> None:
     local = served["netcdf-json"]
-    refs = json.loads(local.source.refs.read_text())
     url = http_server.add("data.nc", local.source.original.read_bytes())
-    for key, value in refs["refs"].items():
-        if isinstance(value, list):
-            refs["refs"][key] = [url, *value[1:]]
-    path = tmp_path / "data.nc.json"
-    path.write_text(json.dumps(refs))
-    with mounted(path, tmp_path / "mnt", "--netcdf") as mount:
+    refs = remote_refs(local, url, tmp_path / "data.nc.json")
+    with mounted(refs, tmp_path / "mnt", "--netcdf") as mount:
         assert (mount.path / "data.nc").read_bytes() == local.file.read_bytes()
+
+
+@pytest.mark.s3
+def test_the_file_reads_the_same_over_s3(
+    served: dict[str, Served], tmp_path: Path, s3_bucket: S3Bucket
+) -> None:
+    local = served["netcdf-json"]
+    url = s3_bucket.put("data.nc", local.source.original.read_bytes())
+    refs = remote_refs(local, url, tmp_path / "data.nc.json")
+    endpoint = f"s3_endpoint_url={s3_bucket.endpoint_url}"
+    with mounted(refs, tmp_path / "mnt", "--netcdf", "-o", endpoint) as mount:
+        assert (mount.path / "data.nc").read_bytes() == local.file.read_bytes()
+        with netCDF4.Dataset(mount.path / "data.nc") as ds:
+            np.testing.assert_array_equal(
+                through_netcdf4(mount.path / "data.nc", "temp"), original(local.source, "temp")
+            )
+            assert ds["temp"].dimensions == ("level", "y", "x")
 
 
 @pytest.mark.interop
