@@ -80,7 +80,7 @@ class Chunks:
         names = _chunk_names(grid)
         index = 0
         while batch := list(itertools.islice(names, NAMES_BATCH)):
-            lengths = self._references.known_lengths(prefix, batch)
+            lengths = self._known_lengths(prefix, batch)
             for offset, known in enumerate(lengths):
                 if known is not None and variable.filters:
                     yield index + offset, known
@@ -93,6 +93,16 @@ class Chunks:
                 if length is not None:
                     yield index + offset, length
             index += len(batch)
+
+    def _known_lengths(self, prefix: str, names: list[bytes]) -> list[int | None]:
+        """``known_lengths`` of names in C order, asked in sorted order: a set's keys are
+        kept sorted, and names asked in their order are found by stepping, not searching."""
+        order = sorted(range(len(names)), key=names.__getitem__)
+        found = self._references.known_lengths(prefix, [names[i] for i in order])
+        lengths: list[int | None] = [None] * len(names)
+        for position, length in zip(order, found, strict=True):
+            lengths[position] = length
+        return lengths
 
     def _length(self, variable: Variable, index: int, reference: Reference | None) -> int | None:
         if reference is None:
