@@ -147,3 +147,15 @@ def test_an_array_the_decoded_view_decodes_becomes_a_decoded_variable() -> None:
     assert (temp.decoded, temp.filters, temp.dtype) == (True, (), "<f4")
     assert not next(v for v in schema.variables if v.path == "time").decoded
     assert not schema.left_out
+
+
+def test_zarr_v3_arrays_are_left_out_for_now() -> None:
+    v3 = {"zarr_format": 3, "node_type": "array", "shape": [2], "data_type": "int16"}
+    extra = {
+        "v3/zarr.json": document(v3),
+        "g3/zarr.json": document({"zarr_format": 3, "node_type": "group"}),
+    }
+    schema = schema_of(make_set(extra=extra)[0], "root")
+    assert [(left.path, left.reason) for left in schema.left_out] == [
+        ("v3", "zarr v3 arrays are not mapped to netCDF yet")
+    ]
