@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.section import Section
-from bench.sections import decode, gen, huge, icechunk, json_rss, latency, listing
+from bench.sections import decode, gen, huge, icechunk, json_rss, latency, listing, netcdf
 from bench.sections.read_rows import rows_for, server_note, summary_for
 from bench.sections.reads import run_http, run_local, run_s3
 
@@ -31,6 +31,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     decode.SECTION,
     gen.SECTION,
     icechunk.SECTION,
+    netcdf.SECTION,
 )
 NAMES = tuple(section.name for section in SECTIONS)
 BY_NAME = {section.name: section for section in SECTIONS}

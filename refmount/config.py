@@ -227,6 +227,10 @@ class MountConfig:
     (``REPOSITORY_ALL_CONTAINERS``: every one it declares)."""
     zarr_format: int | None = None
     """2: serve zarr v3 nodes as zarr v2 (``refmount.zarr2``); None or 3: as stored."""
+    netcdf: str | None = None
+    """The name of the root's netCDF-4 file of the whole set (``--netcdf``); None: none."""
+    netcdf_eager: bool = False
+    """Lay the netCDF file out at mount, not at the first question about it."""
 
     @property
     def shared(self) -> bool:

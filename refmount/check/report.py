@@ -36,6 +36,10 @@ def format_summary(summary: Summary) -> str:
             f"  {path or '(root)'}  {codec}: {reason}"
             for path, codec, reason in summary.served_as_v3
         )
+    if summary.netcdf_left_out is not None:
+        lines.append(f"{'--netcdf':<12}{len(summary.netcdf_left_out):,} arrays left out")
+        lines.extend(f"  {path or '(root)'}  {reason}" for path, reason in summary.netcdf_left_out)
+        lines.extend(f"  {line}" for line in summary.netcdf_renamed)
     if summary.problems:
         lines.append(f"{'problems':<12}{len(summary.problems):,}")
         lines.extend(f"  {problem}" for problem in summary.problems)

@@ -137,6 +137,10 @@ class Summary:
     in the way, reason)."""
     repository: RepositoryInfo | None = None
     """For an Icechunk repository that opened: its snapshot, containers and chunk kinds."""
+    netcdf_left_out: list[tuple[str, str]] | None = None
+    """With ``--netcdf``: the arrays the netCDF file leaves out (path, reason)."""
+    netcdf_renamed: list[str] = field(default_factory=list)
+    """With ``--netcdf``: the dimensions the netCDF file renames, one line each."""
 
     @property
     def ok(self) -> bool:
@@ -228,6 +232,19 @@ class Summary:
                         {"array": path, "codec": codec, "reason": reason}
                         for path, codec, reason in self.served_as_v3
                     ]
+                }
+            ),
+            **(
+                {}
+                if self.netcdf_left_out is None
+                else {
+                    "netcdf": {
+                        "left_out": [
+                            {"array": path, "reason": reason}
+                            for path, reason in self.netcdf_left_out
+                        ],
+                        "renamed": list(self.netcdf_renamed),
+                    }
                 }
             ),
         }

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from refmount.check.summary import UNREADABLE, ArrayInfo, Summary, TargetInfo
 from refmount.check.targets import ask_each_target
+from refmount.decode.extra import missing_dependency as decode_missing
 from refmount.errors import ReferenceFormatError
 from refmount.formats import LoadOptions, load, zarr_meta
 from refmount.formats.options import Progress
@@ -38,6 +39,7 @@ def check_references(
     scan_progress: Progress | None = None,
     decode_cache: int | None = None,
     zarr_format: int | None = None,
+    netcdf_cache: int | None = None,
 ) -> Summary:
     """Load ``source`` the way a mount does, collecting every problem instead of stopping.
 
@@ -48,7 +50,10 @@ def check_references(
     on request: ``ask_sizes``). A set that cannot be loaded at all is ``malformed``. With
     ``decode_cache`` (the cache size of a ``--decode`` mount), the arrays such a mount would
     serve as stored are listed. With ``zarr_format`` 2, the v3 arrays a ``--zarr-format 2``
-    mount would serve as stored are listed (and ``--decode`` looks at the v2 view).
+    mount would serve as stored are listed (and ``--decode`` looks at the v2 view). With
+    ``netcdf_cache`` (the cache size of a ``--netcdf`` mount), the arrays its file leaves out
+    (of the decoded view with ``decode_cache``; else decoding what it cannot place, where the
+    decode extra is installed, as a mount does) and the dimensions it renames.
     """
     parquet = is_parquet(source.url, source.is_directory())
     summary = Summary(source.url, "parquet" if parquet else "json")
@@ -76,7 +81,13 @@ def check_references(
         on_invalid=invalid,
     )
     _count(references, summary, scan_progress, scan=not quick)
-    add_views(summary, references, zarr_format=zarr_format, decode_cache=decode_cache)
+    add_views(
+        summary,
+        references,
+        zarr_format=zarr_format,
+        decode_cache=decode_cache,
+        netcdf_cache=netcdf_cache,
+    )
     return summary
 
 
@@ -86,11 +97,12 @@ def add_views(
     *,
     zarr_format: int | None,
     decode_cache: int | None,
+    netcdf_cache: int | None = None,
 ) -> None:
-    """List in ``summary`` what the views a mount may add leave as stored: with
-    ``zarr_format`` 2, the v3 arrays the v2 view serves as v3; with ``decode_cache`` (the
-    cache size of a ``--decode`` mount), the arrays a decoded mount serves as stored (of the
-    v2 view, when both are asked, as a mount composes them)."""
+    """List in ``summary`` what the views a mount may add leave as stored, composed as a
+    mount composes them: with ``zarr_format`` 2, the v3 arrays the v2 view serves as v3;
+    with ``decode_cache`` (the cache size of a ``--decode`` mount), the arrays a decoded
+    mount serves as stored; with ``netcdf_cache``, what the netCDF file leaves out."""
     if zarr_format == 2:
         decodes = None
         if decode_cache is not None:
@@ -101,15 +113,32 @@ def add_views(
         summary.served_as_v3 = [(a.path, a.codec, a.reason) for a in view.stored]
         references = Zarr2References(references, view)
     if decode_cache is not None:
-        summary.served_as_stored = served_as_stored(references, decode_cache)
+        from refmount.decode.view import DecodedReferences, plan  # numcodecs, only when asked
+
+        decisions = plan(references, decode_cache)
+        summary.served_as_stored = [(a.path, a.codec, a.reason) for a in decisions.stored]
+        if netcdf_cache is not None:
+            references = DecodedReferences(references, decisions)
+    if netcdf_cache is not None:
+        decoded = None
+        if decode_cache is None and decode_missing() is None:
+            from refmount.decode.view import DecodedReferences, plan
+
+            decoded = DecodedReferences(references, plan(references, netcdf_cache))
+        _check_netcdf(references, decoded, summary)
 
 
-def served_as_stored(references: ReferenceSet, decode_cache: int) -> list[tuple[str, str, str]]:
-    """Return the arrays a ``--decode`` mount with ``decode_cache`` serves as stored: each
-    one's path, codec and why."""
-    from refmount.decode.view import plan  # numcodecs, only when asked
+def _check_netcdf(references: ReferenceSet, decoded: ReferenceSet | None, summary: Summary) -> None:
+    """List what a ``--netcdf`` file of ``references`` leaves out and renames."""
+    from refmount.netcdf.schema import schema_of  # numpy, only when asked
 
-    return [(a.path, a.codec, a.reason) for a in plan(references, decode_cache).stored]
+    try:
+        schema = schema_of(references, "root", decoded)
+    except ReferenceFormatError as error:
+        summary.problem(error.key, error.problem)
+        return
+    summary.netcdf_left_out = [(left.path, left.reason) for left in schema.left_out]
+    summary.netcdf_renamed = list(schema.renamed)
 
 
 def _count(

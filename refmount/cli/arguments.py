@@ -53,6 +53,7 @@ given the same way, which is what /etc/fstab needs:
   timeout=DURATION  retries=N  attr_timeout=DURATION  local_root=DIR[:DIR...]
   uid=N  gid=N  umask=MASK  no_pin  fetcher=ENGINE  no_tune_kernel  tune_read_ahead=SIZE
   xattr  nonempty  decode  zarr_format=N  max_refs_size=SIZE  format=FORMAT  pins=FILE
+  netcdf  netcdf_name=NAME  netcdf_eager
   branch=NAME  tag=NAME  snapshot=ID  authorize_container=PREFIX (repeatable)
 and shortcuts for S3 (s3fs), applied to targets and to REFS:
   s3_endpoint_url=URL  s3_region=REGION  s3_anon  s3_requester_pays
@@ -259,6 +260,22 @@ def build_parser() -> argparse.ArgumentParser:
         "chunks named I.J, codecs mapped) for readers of v2 only, such as GDAL 3.6 and "
         "netCDF-C 4.9; an array with no v2 form is served as stored, with a warning; with "
         "--decode, arrays are also decoded. 3 or absent: as stored",
+    )
+    parser.add_argument(
+        "--netcdf",
+        action="store_true",
+        help="add one read-only file to the root: a netCDF-4 (HDF5) file of the whole set, "
+        "for every netCDF and HDF5 program (named after REFS: refs.json gives refs.nc)",
+    )
+    parser.add_argument(
+        "--netcdf-name",
+        metavar="NAME",
+        help="the netCDF file's name (implies --netcdf)",
+    )
+    parser.add_argument(
+        "--netcdf-eager",
+        action="store_true",
+        help="lay the netCDF file out at mount, not at its first use (implies --netcdf)",
     )
     parser.add_argument(
         "--format",

@@ -51,8 +51,8 @@ every chunk's size).
 CHECK_EPILOG = """\
 -o accepts the mount's options; those that concern reading REFS and its targets apply
 (remote_protocol, remote_options, target_options, target, s3_endpoint_url, s3_region,
-s3_anon, s3_requester_pays), and decode, cache_size, zarr_format, format, branch, tag,
-snapshot and authorize_container; the others are ignored.
+s3_anon, s3_requester_pays), and decode, cache_size, zarr_format, netcdf, format, branch,
+tag, snapshot and authorize_container; the others are ignored.
 
 exit status: 0 no problems, 2 the set is malformed or has problems (or bad arguments).
 """
@@ -72,6 +72,7 @@ _CHECK_OPTIONS = frozenset(
         "tag",
         "snapshot",
         "authorize_container",
+        "netcdf",
     }
 )
 """The mount's ``-o`` options that ``refmount check`` applies (besides the S3 shortcuts)."""
@@ -151,6 +152,12 @@ def build_check_parser() -> argparse.ArgumentParser:
         action="append",
         help="Icechunk: as for mounting; check says which containers it authorizes",
     )
+    parser.add_argument(
+        "--netcdf",
+        action="store_true",
+        help="list the arrays a --netcdf file would leave out, and why (of the decoded view "
+        "with --decode), and the dimensions it would rename",
+    )
     return parser
 
 
@@ -183,7 +190,10 @@ def check_main(argv: Sequence[str]) -> int:
                 opened.zarr_format,
             )
         return _report(summary, as_json=args.json)
-    checked = _checked(opened, quick=args.quick, decode_cache=decode_cache)
+    netcdf_cache = opened.cache_size if args.netcdf else None
+    checked = _checked(
+        opened, quick=args.quick, decode_cache=decode_cache, netcdf_cache=netcdf_cache
+    )
     if isinstance(checked, int):
         return checked
     summary = checked
@@ -308,7 +318,9 @@ def load_summary(args: argparse.Namespace, names: Collection[str]) -> tuple[Summ
     return checked, Store(opened.targets)
 
 
-def _checked(opened: OpenedSet, *, quick: bool, decode_cache: int | None) -> Summary | int:
+def _checked(
+    opened: OpenedSet, *, quick: bool, decode_cache: int | None, netcdf_cache: int | None = None
+) -> Summary | int:
     """Check the kerchunk set ``opened``; return its summary, or 2 if it cannot be loaded."""
     from refmount import check
 
@@ -324,6 +336,7 @@ def _checked(opened: OpenedSet, *, quick: bool, decode_cache: int | None) -> Sum
                 ),
                 decode_cache=decode_cache,
                 zarr_format=opened.zarr_format,
+                netcdf_cache=netcdf_cache,
             )
     except ReferenceFormatError as error:
         print(f"refmount: error: {error}", file=sys.stderr)

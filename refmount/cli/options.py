@@ -33,6 +33,8 @@ from refmount.config import (
     parse_umask,
 )
 from refmount.decode.extra import missing_dependency
+from refmount.netcdf.extra import missing_dependency as netcdf_missing_dependency
+from refmount.netcdf.naming import checked_name, default_name
 from refmount.ops.kernel_tuning import KernelTuning
 from refmount.urls import protocol_of
 
@@ -114,6 +116,9 @@ _OWN_OPTIONS = frozenset(
         "max_refs_size",
         "decode",
         "zarr_format",
+        "netcdf",
+        "netcdf_name",
+        "netcdf_eager",
         "format",
         "branch",
         "tag",
@@ -124,7 +129,7 @@ _OWN_OPTIONS = frozenset(
 
 FLAG_OPTIONS = frozenset(
     {"skip_invalid", "foreground", "no_pin", "no_tune_kernel", "tune_kernel", "xattr"}
-    | {"nonempty", "decode"}
+    | {"nonempty", "decode", "netcdf", "netcdf_eager"}
     | {"s3_anon", "s3_requester_pays"}
 )
 """``-o`` options that are switches: given as a bare name, never ``name=value``."""
@@ -268,11 +273,23 @@ def parse_args(argv: Sequence[str]) -> MountCommand:
             version=RepositoryVersion(args.branch, args.tag, args.snapshot),
             authorize_containers=tuple((args.authorize_container or []) + words.containers),
             zarr_format=zarr_format(args.zarr_format),
+            netcdf=netcdf_name(args),
+            netcdf_eager=bool(args.netcdf_eager),
         )
         tuning = kernel_tuning(args)
     except ValueError as error:
         usage_error(str(error))
     return MountCommand(config=config, log_file=args.log_file, tuning=tuning)
+
+
+def netcdf_name(args: argparse.Namespace) -> str | None:
+    """Return the name of the ``--netcdf`` file, or None without one; raise ``ValueError``
+    for a name no file can have."""
+    if args.netcdf_name is not None:
+        return checked_name(args.netcdf_name)
+    if args.netcdf or args.netcdf_eager:
+        return default_name(args.refs)
+    return None
 
 
 def _fetcher(name: str | None) -> str:
@@ -347,6 +364,10 @@ def check_values(args: argparse.Namespace, shortcuts: Mapping[str, str | bool]) 
         raise ValueError("--cache-dir-size needs --cache-dir")
     if getattr(args, "decode", False):
         missing = missing_dependency()
+        if missing is not None:
+            raise ValueError(missing)
+    if any(getattr(args, flag, None) for flag in ("netcdf", "netcdf_name", "netcdf_eager")):
+        missing = netcdf_missing_dependency()
         if missing is not None:
             raise ValueError(missing)
     endpoint = shortcuts.get("s3_endpoint_url")

@@ -13,9 +13,11 @@ import trio
 from refmount.config import MountConfig
 from refmount.daemon.loading import Loaded
 from refmount.decode.extra import INSTALL
+from refmount.decode.extra import missing_dependency as decode_missing
 from refmount.errors import MountError
 from refmount.fuse.adapter import FuseOperations, InFlight
 from refmount.fuse.filesystem import Owner, RefFilesystem
+from refmount.fuse.virtual import ServedFile
 from refmount.model import Inline, ReferenceSet
 from refmount.read.path import ReadPath
 from refmount.read.reader import Reader
@@ -73,6 +75,37 @@ def open_disk_cache(config: MountConfig) -> DiskCache:
         raise MountError(f"--cache-dir: {error.strerror or error}") from None
 
 
+def netcdf_file(
+    config: MountConfig, references: ReferenceSet, read_path: ReadPath, reader: Reader
+) -> ServedFile:
+    """Return the ``--netcdf`` file of the (with ``--decode``, decoded) set, laid out now
+    with ``--netcdf-eager``; its warnings are logged once.
+
+    Without ``--decode``, where the decode extra is installed, the arrays whose codecs have
+    no HDF5 filter are read through a decoded view of their own (no ``--decode`` warnings:
+    the tree is served as stored).
+    """
+    from refmount.netcdf.served import Decoding, open_netcdf  # h5py, only for --netcdf
+
+    assert config.netcdf is not None
+    decoding = None
+    if not config.decode and decode_missing() is None:
+        from refmount.decode.reader import DecodingReader
+        from refmount.decode.view import DecodedReferences, plan
+
+        decisions = plan(references, config.read.cache_size)
+        view = DecodedReferences(references, decisions)
+        decoding = Decoding(view, DecodingReader(reader, decisions, lookahead=view.chunk_now))
+    return open_netcdf(
+        config.netcdf,
+        references,
+        read_path,
+        budget=config.read.cache_size,
+        eager=config.netcdf_eager,
+        decoding=decoding,
+    )
+
+
 def prepare_targets(store: Store, references: ReferenceSet, most: int = PREPARE_SAMPLE) -> None:
     """Create the filesystems of the targets the first ``most`` keys name (blocking).
 
@@ -123,6 +156,9 @@ def open_mount(config: MountConfig, loaded: Loaded) -> MountParts:
     read_path: ReadPath = reader
     if config.decode:
         references, read_path = decode_view(loaded.references, reader, config.read.cache_size)
+    served = None
+    if config.netcdf is not None:
+        served = netcdf_file(config, references, read_path, reader)
     filesystem = RefFilesystem(
         loaded.tree,
         references,
@@ -132,6 +168,7 @@ def open_mount(config: MountConfig, loaded: Loaded) -> MountParts:
         target_problem=None if roots is None else roots.problem,
         about=loaded.about,
         disk_cache=store.disk_statistics,
+        served=served,
     )
     requests = InFlight()
     operations = FuseOperations(

@@ -24,10 +24,10 @@ from refmount.errors import (
     TargetError,
     TargetReadError,
 )
-from refmount.fuse.listing import ListedEntry, Listing
+from refmount.fuse.listing import UNRESOLVED, ListedEntry, Listing
 from refmount.fuse.neighbours import Neighbours, Opening
 from refmount.fuse.stats import STATS_FILE, Statistics, encode_snapshot
-from refmount.fuse.virtual import VirtualFile, VirtualFiles
+from refmount.fuse.virtual import ServedFile, VirtualFile, VirtualFiles
 from refmount.lru import LRU
 from refmount.model import (
     ROOT_INODE,
@@ -52,6 +52,12 @@ BLOCK_SIZE = 128 * 1024
 
 STATS_INODE = Inode(MAX_INODE + 1)
 """The inode of the statistics file ``STATS_FILE`` (beyond every number the tree gives out)."""
+
+SERVED_INODE = Inode(MAX_INODE + 2)
+"""The inode of the root's served file (``--netcdf``)."""
+
+SERVED_POSITION = 2**62
+"""The ``readdir`` position after the served file, listed after the root's own entries."""
 
 XATTR_PREFIX = "user.refmount."
 XATTRS = ("kind", "url", "offset", "length")
@@ -128,6 +134,7 @@ class OpenFile:
     reference: Reference
     opening: Opening | None = None
     virtual: bool = False
+    served: bool = False
 
 
 class RefFilesystem:
@@ -149,6 +156,8 @@ class RefFilesystem:
     root's extended attributes ``user.refmount.<name>``, and part of the statistics.
     ``disk_cache``, when given, returns the disk cache's counters for the statistics (None:
     the mount has none).
+    ``served``, when given, is one more file of the root, listed after the set's entries
+    (``--netcdf``); a key of the set with its name wins.
     """
 
     def __init__(
@@ -163,8 +172,10 @@ class RefFilesystem:
         target_problem: Callable[[str], str | None] | None = None,
         about: Mapping[str, str] | None = None,
         disk_cache: Callable[[], Mapping[str, int] | None] | None = None,
+        served: ServedFile | None = None,
     ) -> None:
         self._tree = tree
+        self._served = served
         self._about = dict(about or {})
         self._disk_cache = disk_cache
         self._references = references
@@ -196,6 +207,8 @@ class RefFilesystem:
         if len(os.fsencode(name)) > NAME_MAX:
             raise FilesystemError(errno.ENAMETOOLONG)
         inode = self._tree.lookup(parent, name)
+        if inode is None and self._is_served_name(parent, name):
+            return await self.getattr(SERVED_INODE)
         if inode is None:
             virtual = self._virtual.named(name) if parent == ROOT_INODE else None
             return None if virtual is None else self._attributes(virtual.inode, False, 0)
@@ -209,6 +222,8 @@ class RefFilesystem:
         self._require(inode)
         if inode in self._virtual:
             return self._attributes(inode, False, 0)
+        if inode == SERVED_INODE and self._served is not None:
+            return self._attributes(inode, False, await self._served.size())
         if self._tree.is_dir(inode):
             return self._attributes(inode, True, 0)
         return await self._file_attributes(inode)
@@ -232,7 +247,20 @@ class RefFilesystem:
         means the end.
         """
         self._require_dir(inode)
-        return await self._listing.readdir(inode, start)
+        served = self._served
+        if inode != ROOT_INODE or served is None:
+            return await self._listing.readdir(inode, start)
+        if start >= SERVED_POSITION:
+            return []
+        batch = await self._listing.readdir(inode, start)
+        if batch or self._tree.lookup(ROOT_INODE, served.name) is not None:
+            return batch
+        size = served.size_now()
+        name = served.name.encode()
+        return [(name, SERVED_INODE, UNRESOLVED if size is None else size, SERVED_POSITION)]
+
+    def _is_served_name(self, parent: Inode, name: str) -> bool:
+        return parent == ROOT_INODE and self._served is not None and name == self._served.name
 
     def keep_unlisted(self, inode: Inode, start: int, entries: list[ListedEntry]) -> None:
         """Keep entries ``readdir`` prepared that the kernel had no room for (``Listing``)."""
@@ -255,6 +283,11 @@ class RefFilesystem:
         virtual = self._virtual.get(inode)
         if virtual is not None:
             return self._open_virtual(virtual)
+        if inode == SERVED_INODE and self._served is not None:
+            await self._served.size()  # laid out now: reads need it, and its errors are EIO
+            handle = FileHandle(next(self._handles))
+            self._open[handle] = OpenFile(inode, self._served.name, Inline(b""), served=True)
+            return handle
         if self._tree.is_dir(inode):
             raise FilesystemError(errno.EISDIR)
         with self._serving(inode):
@@ -292,6 +325,9 @@ class RefFilesystem:
         if opened.virtual:
             assert isinstance(opened.reference, Inline)
             return opened.reference.data[offset : offset + size]
+        if opened.served:
+            assert self._served is not None
+            return await self._served.read(offset, size)  # its errors name the chunk's key
         if opened.opening is not None:
             opened.opening.asked = True
         with _Naming(lambda: opened.key):
@@ -313,7 +349,7 @@ class RefFilesystem:
         self._require(inode)
         if inode == ROOT_INODE:
             return [XATTR_PREFIX + name for name in self._about]
-        if inode in self._virtual or self._tree.is_dir(inode):
+        if inode in self._virtual or inode == SERVED_INODE or self._tree.is_dir(inode):
             return []
         return [XATTR_PREFIX + name for name in XATTRS]
 
@@ -417,12 +453,14 @@ class RefFilesystem:
         return Attributes(inode, is_dir, size, mode, owner.uid, owner.gid, self._mtime_ns)
 
     def _require(self, inode: Inode) -> None:
-        if not self._tree.exists(inode) and inode not in self._virtual:
+        if self._tree.exists(inode) or inode in self._virtual:
+            return
+        if inode != SERVED_INODE or self._served is None:
             raise NotFoundError(f"no inode {inode}")
 
     def _require_dir(self, inode: Inode) -> None:
         self._require(inode)
-        if inode in self._virtual or not self._tree.is_dir(inode):
+        if inode in self._virtual or inode == SERVED_INODE or not self._tree.is_dir(inode):
             raise FilesystemError(errno.ENOTDIR)
 
 

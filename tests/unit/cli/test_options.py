@@ -422,6 +422,50 @@ def test_decode_is_a_flag_and_a_mount_option(tmp_path: Path, argv: list[str]) ->
     assert "decode" not in config.fuse_options
 
 
+@pytest.mark.parametrize(
+    ("argv", "name", "eager"),
+    [
+        (["--netcdf"], "refs.nc", False),
+        (["-o", "netcdf"], "refs.nc", False),
+        (["--netcdf-name", "all.nc"], "all.nc", False),
+        (["-o", "netcdf_name=all.nc"], "all.nc", False),
+        (["--netcdf-eager"], "refs.nc", True),
+        (["-o", "ro,netcdf_eager"], "refs.nc", True),
+    ],
+)
+def test_netcdf_options_name_the_file_and_imply_each_other(
+    tmp_path: Path, argv: list[str], name: str, eager: bool
+) -> None:
+    assert parse_args(["refs.json", str(tmp_path)]).config.netcdf is None
+    config = parse_args([*argv, "refs.json", str(tmp_path)]).config
+    assert (config.netcdf, config.netcdf_eager) == (name, eager)
+    assert not any(option.startswith("netcdf") for option in config.fuse_options)
+
+
+def test_a_netcdf_name_no_file_can_have_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_args(["--netcdf-name", "a/b.nc", "refs.json", str(tmp_path)])
+    assert caught.value.code == 2
+    assert "--netcdf-name 'a/b.nc' cannot name a file" in capsys.readouterr().err
+
+
+def test_netcdf_without_h5py_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "h5py" else real(name)
+    )
+    with pytest.raises(SystemExit) as caught:
+        parse_args(["--netcdf", "refs.json", str(tmp_path)])
+    assert caught.value.code == 2
+    assert "pip install 'refmount[netcdf]'" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------------- REFS - and --base
 
 

@@ -1006,3 +1006,71 @@ async def test_the_walk_along_a_chain_is_bounded_whatever_the_chunks_are() -> No
             assert await read_grid_chunk(wired.fs, number) == expected(number)
     # the chain from g/1 looked at four chunks (twice the count: g/1 to g/4), inline or not
     assert sorted(index for _, index in refs.chunk_calls if index >= 2) == [2, 3, 4]
+
+
+# ---------------------------------------------------------------------- the served file
+
+
+async def listed(fs: RefFilesystem, inode: Inode) -> list[tuple[bytes, Inode, int, int]]:
+    """Return every entry of a listing, batch after batch as the adapter asks."""
+    entries: list[tuple[bytes, Inode, int, int]] = []
+    while batch := await fs.readdir(inode, entries[-1][3] if entries else 0):
+        entries += batch
+    return entries
+
+
+class FakeServed:
+    """A served file (``ServedFile``) whose size is known after ``size`` was awaited."""
+
+    def __init__(self, data: bytes, name: str = "set.nc") -> None:
+        self.data = data
+        self.asked = False
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def size_now(self) -> int | None:
+        return len(self.data) if self.asked else None
+
+    async def size(self) -> int:
+        self.asked = True
+        return len(self.data)
+
+    async def read(self, offset: int, size: int) -> bytes:
+        return self.data[offset : offset + size]
+
+
+async def test_the_served_file_is_listed_last_looked_up_and_read() -> None:
+    served = FakeServed(b"CDF" * 1000)
+    references = DictReferences(explicit={"a": Inline(b"x"), "dir/b": Inline(b"y")})
+    fs = wire(references, served=served).fs
+    listing = await listed(fs, ROOT_INODE)
+    names = [entry[0] for entry in listing]
+    assert names == [b".", b"..", b"a", b"dir", b"set.nc"]
+    assert listing[-1][2] == UNRESOLVED  # not laid out yet: the listing does not wait
+    assert await fs.readdir(ROOT_INODE, listing[-1][3]) == []
+    attributes = await fs.lookup(ROOT_INODE, "set.nc")
+    assert attributes is not None
+    assert attributes.size == 3000
+    assert (await fs.readdir(ROOT_INODE, listing[-2][3]))[0][2] == 3000
+    handle = await fs.open(attributes.inode, os.O_RDONLY)
+    assert not fs.is_virtual(attributes.inode)  # cached by the kernel like any file
+    assert bytes(await fs.read(handle, 2998, 10)) == b"DF"
+    fs.release(handle)
+    assert await fs.listxattr(attributes.inode) == []
+    directory = await path_inode(fs, "dir")
+    assert await fs.lookup(directory, "set.nc") is None
+    with pytest.raises(FilesystemError) as raised:
+        await fs.opendir(attributes.inode)
+    assert raised.value.errno == errno.ENOTDIR
+
+
+async def test_a_key_of_the_set_wins_over_the_served_file() -> None:
+    served = FakeServed(b"CDF")
+    references = DictReferences(explicit={"set.nc": Inline(b"mine")})
+    fs = wire(references, served=served).fs
+    assert [entry[0] for entry in await listed(fs, ROOT_INODE)] == [b".", b"..", b"set.nc"]
+    assert await read_all(fs, "set.nc") == b"mine"
+    assert not served.asked
