@@ -211,9 +211,10 @@ class DiskEntry:
         records = bytearray()
         for number in usable:
             chunk = view[(number - first) * PIECE : (number - first + 1) * PIECE]
-            record = RECORD.pack(number, len(chunk), zlib.crc32(chunk))
+            crc = zlib.crc32(chunk)
+            record = RECORD.pack(number, len(chunk), crc)
             records += record + struct.pack("<I", zlib.crc32(record))
-            self._pieces[number] = Piece(len(chunk), zlib.crc32(chunk))
+            self._pieces[number] = Piece(len(chunk), crc)
         if records:
             self._append(records)
         if written < min(length, len(view)):
