@@ -64,6 +64,8 @@ class DiskCacheFigures:
     server: str = ""
     arrays: dict[str, ArrayFigures] = field(default_factory=dict)
     cpu: dict[str, dict[str, float]] = field(default_factory=dict)
+    each_round: list[dict[str, ArrayFigures]] = field(default_factory=list)
+    """Every round's rates (the spread the medians hide)."""
 
     def to_json(self) -> dict[str, object]:
         """The section's JSON."""
@@ -75,6 +77,10 @@ class DiskCacheFigures:
                 name: {**figures.to_json(), "cpu_ms_per_chunk": self.cpu.get(name, {})}
                 for name, figures in self.arrays.items()
             },
+            "each_round": [
+                {name: figures.rates for name, figures in measured.items()}
+                for measured in self.each_round
+            ],
         }
 
 
@@ -161,6 +167,7 @@ def run(context: Context) -> DiskCacheFigures:
                 measured = Round(context, local_refs, delayed, endpoint, cache, counts)
                 rounds.append(measured.measure())
                 cpu.append(measured.cpu)
+    result.each_round = rounds
     result.arrays = median_figures(rounds, READERS)
     result.cpu = median_cpu(cpu)
     return result

@@ -76,3 +76,7 @@ def test_rows_and_notes_show_each_reader_and_ratio() -> None:
     assert "daemon CPU ms/chunk: warm 1.5" in text
     assert "cold_cache OSError: x" in text
     assert rows(DiskCacheFigures(20.0, 1)) == []
+    result.each_round = [result.arrays]
+    assert result.to_json()["each_round"] == [
+        {name: figures.rates for name, figures in result.arrays.items()}
+    ]
