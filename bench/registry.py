@@ -10,7 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from bench.section import Section
-from bench.sections import decode, gen, huge, icechunk, json_rss, latency, listing, netcdf
+from bench.sections import (
+    decode,
+    disk_cache,
+    gen,
+    huge,
+    icechunk,
+    json_rss,
+    latency,
+    listing,
+    netcdf,
+)
 from bench.sections.read_rows import rows_for, server_note, summary_for
 from bench.sections.reads import run_http, run_local, run_s3
 
@@ -25,6 +35,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     read_section("http", run_http),
     read_section("s3", run_s3, notes=server_note),
     latency.SECTION,
+    disk_cache.SECTION,
     listing.SECTION,
     huge.SECTION,
     json_rss.SECTION,

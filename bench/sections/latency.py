@@ -195,12 +195,14 @@ class Round:
         return rate(name, count, cat_all_keys(refs, self.delayed, name, count))
 
 
-def median_figures(rounds: list[dict[str, ArrayFigures]]) -> dict[str, ArrayFigures]:
-    """The median of each reader's rate over the rounds that measured it."""
+def median_figures(
+    rounds: list[dict[str, ArrayFigures]], readers: tuple[str, ...] = READERS
+) -> dict[str, ArrayFigures]:
+    """The median of each of ``readers``' rate over the rounds that measured it."""
     out = {}
     for name, first in rounds[0].items():
         merged = ArrayFigures(first.chunks)
-        for reader in READERS:
+        for reader in readers:
             values = [r[name].rates.get(reader) for r in rounds]
             numbers = [v for v in values if isinstance(v, float)]
             if numbers:

@@ -204,16 +204,18 @@ class DiskCache:
         if len(runs) > MAX_RUNS or not runs:
             runs = [(first, last + 1)]
         span_start = first * PIECE
-        span = bytearray(min((last + 1) * PIECE, entry.size) - span_start)
+        whole = runs == [(first, last + 1)]  # the span is one fetch: served as it came
+        span = bytearray(0 if whole else min((last + 1) * PIECE, entry.size) - span_start)
         fetched: list[tuple[int, bytes | memoryview]] = []
         for run_first, run_stop in runs:
             run_start, run_end = run_first * PIECE, min(run_stop * PIECE, entry.size)
             data = await fetch(run_start, run_end)
             if len(data) != run_end - run_start:  # not the pinned size: keep nothing
                 return await fetch(start, end)
-            span[run_start - span_start : run_end - span_start] = data
+            if not whole:
+                span[run_start - span_start : run_end - span_start] = data
             fetched.append((run_first, data))
-        cached = [(a, b) for a, b in _between(first, last + 1, runs)]
+        cached = _between(first, last + 1, runs)
         try:
             for run_first, run_stop in cached:
                 data, bad = await self._thread(functools.partial(entry.read, run_first, run_stop))
@@ -230,7 +232,8 @@ class DiskCache:
             await self._forget(entry, error, url)
         self._touch(entry)
         self._maybe_sweep()
-        return memoryview(span)[start - span_start : end - span_start]
+        served = memoryview(fetched[0][1] if whole else span)
+        return served[start - span_start : end - span_start]
 
     async def _entry(self, url: str, version: str, size: int) -> DiskEntry:
         """Return the open entry of ``url`` at ``version``, opening it (in a thread) if need be."""

@@ -25,6 +25,8 @@ be regular files owned by this user.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import stat
 import struct
@@ -43,6 +45,9 @@ RECORD = struct.Struct("<QII")
 """A record: piece number, length and CRC-32 of its bytes; followed by the record's CRC."""
 
 RECORD_SIZE = RECORD.size + 4
+
+LOG_START = len(MAGIC) + HEADER.size
+"""Where the records begin: they sit at whole multiples of ``RECORD_SIZE`` after it."""
 
 MAX_LOG_BYTES = 64 * 1024 * 1024
 """A log larger than this is not read (a hostile or runaway file): the entry starts afresh."""
@@ -198,15 +203,35 @@ class DiskEntry:
         ]
         if not usable:
             return 0
-        os.pwrite(self._data, view[: (usable[-1] - first + 1) * PIECE], first * PIECE)
+        length = (usable[-1] - first + 1) * PIECE
+        written = os.pwrite(self._data, view[:length], first * PIECE)
+        if written < min(length, len(view)):  # a full disk: record only the whole pieces
+            usable = [n for n in usable if (n - first + 1) * PIECE <= written]
         records = bytearray()
         for number in usable:
             chunk = view[(number - first) * PIECE : (number - first + 1) * PIECE]
-            record = RECORD.pack(number, len(chunk), zlib.crc32(chunk))
+            crc = zlib.crc32(chunk)
+            record = RECORD.pack(number, len(chunk), crc)
             records += record + struct.pack("<I", zlib.crc32(record))
-            self._pieces[number] = Piece(len(chunk), zlib.crc32(chunk))
-        os.write(self._log, records)  # one O_APPEND write: records of two mounts never mix
-        return len(view[: (usable[-1] - first + 1) * PIECE])
+            self._pieces[number] = Piece(len(chunk), crc)
+        if records:
+            self._append(records)
+        if written < min(length, len(view)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return written
+
+    def _append(self, records: bytearray) -> None:
+        """Append ``records`` to the log in one ``O_APPEND`` write (records of two mounts
+        never mix), after zeros completing a record torn at its end (a crash, a full disk),
+        so that they start at a record boundary (a torn record would shift every later one
+        and none would be read). The log is locked meanwhile: two mounts never both pad."""
+        fcntl.flock(self._log, fcntl.LOCK_EX)
+        try:
+            torn = (os.fstat(self._log).st_size - LOG_START) % RECORD_SIZE
+            padding = bytes(RECORD_SIZE - torn if torn else 0)
+            os.write(self._log, padding + records)
+        finally:
+            fcntl.flock(self._log, fcntl.LOCK_UN)
 
     def close(self) -> None:
         """Close the entry's files (idempotent; waits for a method under way in another

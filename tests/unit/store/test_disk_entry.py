@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from refmount.store.disk_entry import (
+    LOG_START,
     MAGIC,
     PIECE,
     RECORD_SIZE,
@@ -86,6 +87,24 @@ def test_a_torn_or_forged_record_is_ignored(tmp_path: Path, directory: int) -> N
     log.write_bytes(whole + bytes(forged) + record[:5])  # and a torn record at the end
     again = entry(directory)
     assert again.missing(0, 3) == [(1, 4)]
+    again.close()
+
+
+def test_records_after_a_torn_one_start_at_a_record_boundary(
+    tmp_path: Path, directory: int
+) -> None:
+    cached = entry(directory)
+    cached.write(0, DATA[:PIECE])
+    cached.close()
+    log = tmp_path / "k.log"
+    os.truncate(log, log.stat().st_size - RECORD_SIZE // 2)  # a crash, a full disk
+    writer = entry(directory)
+    assert writer.missing(0, 3) == [(0, 4)]
+    writer.write(1, DATA[PIECE : 3 * PIECE])
+    writer.close()
+    assert (log.stat().st_size - LOG_START) % RECORD_SIZE == 0
+    again = entry(directory)
+    assert again.missing(0, 3) == [(0, 1), (3, 4)]  # without the padding: all four missing
     again.close()
 
 
