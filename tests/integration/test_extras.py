@@ -30,10 +30,15 @@ pytestmark = [pytest.mark.fuse, pytest.mark.slow, requires_fuse]
 EXAMPLE = ROOT / "examples" / "air"
 REFS = EXAMPLE / "refs.json"
 
-EXTRAS = ("", "decode", "dask", "icechunk")
+EXTRAS = ("", "decode", "dask", "icechunk", "netcdf")
 """Every optional extra, and none (``""``)."""
 
-OWN_MODULES = {"decode": "imagecodecs", "dask": "distributed", "icechunk": "icechunk"}
+OWN_MODULES = {
+    "decode": "imagecodecs",
+    "dask": "distributed",
+    "icechunk": "icechunk",
+    "netcdf": "h5py",
+}
 """A module each extra brings that nothing else installs (icechunk brings zarr, and with it
 numcodecs: an icechunk installation can decode too)."""
 
@@ -221,3 +226,38 @@ def test_a_repository_is_refused_without_the_icechunk_extra(
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "pip install 'refmount[icechunk]'" in result.stderr
+
+
+def test_the_netcdf_file_mounts_with_only_its_extra(
+    installed: Callable[[str], Installation], tmp_path: Path
+) -> None:
+    """The example's chunks are zlib: placed as stored, so numcodecs is not needed."""
+    installation = installed("netcdf")
+    program = [str(installation.refmount)]
+    with mounted(REFS, tmp_path / "mnt", "--netcdf", program=program) as mount:
+        with (
+            netCDF4.Dataset(mount.path / "refs.nc") as served,
+            netCDF4.Dataset(EXAMPLE / "air.nc") as original,
+        ):
+            for name in ("air", "lat", "lon", "time"):
+                np.testing.assert_array_equal(served[name][:], original[name][:], err_msg=name)
+
+
+def test_netcdf_is_refused_without_its_extra(
+    installed: Callable[[str], Installation], tmp_path: Path
+) -> None:
+    installation = installed("")
+    (tmp_path / "mnt").mkdir()
+    try:
+        result = subprocess.run(
+            [installation.refmount, "--netcdf", REFS, tmp_path / "mnt"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        unmount(tmp_path / "mnt")  # (only if it mounted after all)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "pip install 'refmount[netcdf]'" in result.stderr
