@@ -234,13 +234,13 @@ def test_the_netcdf_file_mounts_with_only_its_extra(
     """The example's chunks are zlib: placed as stored, so numcodecs is not needed."""
     installation = installed("netcdf")
     program = [str(installation.refmount)]
-    with mounted(REFS, tmp_path / "mnt", "--netcdf", program=program) as mount:
-        with (
-            netCDF4.Dataset(mount.path / "refs.nc") as served,
-            netCDF4.Dataset(EXAMPLE / "air.nc") as original,
-        ):
-            for name in ("air", "lat", "lon", "time"):
-                np.testing.assert_array_equal(served[name][:], original[name][:], err_msg=name)
+    with (
+        mounted(REFS, tmp_path / "mnt", "--netcdf", program=program) as mount,
+        netCDF4.Dataset(mount.path / "refs.nc") as served,
+        netCDF4.Dataset(EXAMPLE / "air.nc") as original,
+    ):
+        for name in ("air", "lat", "lon", "time"):
+            np.testing.assert_array_equal(served[name][:], original[name][:], err_msg=name)
 
 
 def test_netcdf_is_refused_without_its_extra(
