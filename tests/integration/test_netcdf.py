@@ -395,3 +395,33 @@ def test_gdal_reads_a_variable_through_its_netcdf_driver(served: dict[str, Serve
     values = original(mount.source, "elevation")
     assert (band["minimum"], band["maximum"]) == (values.min(), values.max())
     assert band["mean"] == pytest.approx(values.mean())
+
+
+@pytest.mark.interop
+def test_cdo_lists_the_time_steps_of_both_files_with_their_dates(
+    served: dict[str, Served],
+) -> None:
+    which("cdo", "cdo")
+    stamps = run(["cdo", "-s", "showtimestamp", str(served["multi-json"].file)]).stdout.split()
+    assert stamps == [f"2000-01-0{day}T00:00:00" for day in range(1, 7)]
+
+
+@pytest.mark.interop
+def test_ncks_values_equal_the_original(served: dict[str, Served]) -> None:
+    which("ncks", "nco")
+    mount = served["netcdf-json"]
+    output = run(["ncks", "--jsn", "-C", "-v", "temp", str(mount.file)]).stdout
+    values = np.array(json.loads(output)["variables"]["temp"]["data"], dtype="f4")
+    expected = mount.source.read_original("temp")
+    np.testing.assert_array_equal(values, np.ma.filled(expected, -999.0))
+
+
+@pytest.mark.interop
+def test_h5dump_reads_it_as_an_hdf5_file(served: dict[str, Served]) -> None:
+    which("h5dump", "hdf5-tools")
+    mount = served["netcdf-json"]
+    header = run(["h5dump", "-H", str(mount.file)]).stdout
+    for name in ("temp", "elevation", "level", "y", "x"):
+        assert f'DATASET "{name}"' in header, header
+    assert 'ATTRIBUTE "DIMENSION_LIST"' in header
+    run(["h5dump", "-d", "/elevation", str(mount.file)])  # every chunk read, exit status 0
