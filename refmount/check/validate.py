@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from refmount.check.summary import UNREADABLE, ArrayInfo, Summary, TargetInfo
 from refmount.check.targets import ask_each_target
-from refmount.decode.extra import missing_dependency as decode_missing
 from refmount.errors import ReferenceFormatError
+from refmount.extras import DECODE
 from refmount.formats import LoadOptions, load, zarr_meta
 from refmount.formats.options import Progress
 from refmount.formats.parquet import COLUMN_SETS, ParquetReferenceSet
@@ -121,7 +121,7 @@ def add_views(
             references = DecodedReferences(references, decisions)
     if netcdf_cache is not None:
         decoded = None
-        if decode_cache is None and decode_missing() is None:
+        if decode_cache is None and DECODE.missing() is None:
             from refmount.decode.view import DecodedReferences, plan
 
             decoded = DecodedReferences(references, plan(references, netcdf_cache))

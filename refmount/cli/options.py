@@ -32,8 +32,7 @@ from refmount.config import (
     parse_size,
     parse_umask,
 )
-from refmount.decode.extra import missing_dependency
-from refmount.netcdf.extra import missing_dependency as netcdf_missing_dependency
+from refmount.extras import DECODE, NETCDF
 from refmount.netcdf.naming import checked_name, default_name
 from refmount.ops.kernel_tuning import KernelTuning
 from refmount.urls import protocol_of
@@ -363,11 +362,11 @@ def check_values(args: argparse.Namespace, shortcuts: Mapping[str, str | bool]) 
     ):
         raise ValueError("--cache-dir-size needs --cache-dir")
     if getattr(args, "decode", False):
-        missing = missing_dependency()
+        missing = DECODE.missing()
         if missing is not None:
             raise ValueError(missing)
     if any(getattr(args, flag, None) for flag in ("netcdf", "netcdf_name", "netcdf_eager")):
-        missing = netcdf_missing_dependency()
+        missing = NETCDF.missing()
         if missing is not None:
             raise ValueError(missing)
     endpoint = shortcuts.get("s3_endpoint_url")

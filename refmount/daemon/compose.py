@@ -12,9 +12,8 @@ import trio
 
 from refmount.config import MountConfig
 from refmount.daemon.loading import Loaded
-from refmount.decode.extra import INSTALL
-from refmount.decode.extra import missing_dependency as decode_missing
 from refmount.errors import MountError
+from refmount.extras import DECODE
 from refmount.fuse.adapter import FuseOperations, InFlight
 from refmount.fuse.filesystem import Owner, RefFilesystem
 from refmount.fuse.virtual import ServedFile
@@ -45,7 +44,7 @@ def decode_view(
         from refmount.decode.reader import decoded_view  # numcodecs, only for --decode
     except ImportError as error:
         raise MountError(
-            f"--decode needs numcodecs ({error}); install it with: {INSTALL}"
+            f"--decode needs numcodecs ({error}); install it with: {DECODE.install}"
         ) from None
     return decoded_view(references, reader, cache_size)
 
@@ -89,7 +88,7 @@ def netcdf_file(
 
     assert config.netcdf is not None
     decoding = None
-    if not config.decode and decode_missing() is None:
+    if not config.decode and DECODE.missing() is None:
         from refmount.decode.reader import DecodingReader
         from refmount.decode.view import DecodedReferences, plan
 

@@ -1,4 +1,4 @@
-"""``--decode`` without its extra is refused on the command line, in one line naming it."""
+"""A feature without its extra is refused on the command line, in one line naming it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from refmount.cli.options import parse_args
-from refmount.decode import extra
+from refmount.extras import DECODE, NETCDF, Extra
 
 
 def without(monkeypatch: pytest.MonkeyPatch, absent: str) -> None:
@@ -19,16 +19,20 @@ def without(monkeypatch: pytest.MonkeyPatch, absent: str) -> None:
 
 
 def test_everything_present_means_no_problem() -> None:
-    assert extra.missing_dependency() is None
+    assert DECODE.missing() is None
+    assert NETCDF.missing() is None
 
 
-@pytest.mark.parametrize("absent", extra.EXTRA_MODULES)
+@pytest.mark.parametrize(
+    ("extra", "absent"),
+    [(DECODE, "numcodecs"), (DECODE, "numpy"), (NETCDF, "h5py"), (NETCDF, "numpy")],
+)
 def test_a_missing_module_names_itself_and_the_extra(
-    monkeypatch: pytest.MonkeyPatch, absent: str
+    monkeypatch: pytest.MonkeyPatch, extra: Extra, absent: str
 ) -> None:
     without(monkeypatch, absent)
-    assert extra.missing_dependency() == (
-        f"--decode needs {absent}, which is not installed: pip install 'refmount[decode]'"
+    assert extra.missing() == (
+        f"{extra.flag} needs {absent}, which is not installed: pip install 'refmount[{extra.name}]'"
     )
 
 
