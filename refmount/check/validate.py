@@ -112,6 +112,7 @@ def add_views(
         view = zarr2_plan(references, decodes)
         summary.served_as_v3 = [(a.path, a.codec, a.reason) for a in view.stored]
         references = Zarr2References(references, view)
+    loaded = references  # as the tree serves them, before --decode's view
     if decode_cache is not None:
         from refmount.decode.view import DecodedReferences, plan  # numcodecs, only when asked
 
@@ -120,6 +121,10 @@ def add_views(
         if netcdf_cache is not None:
             references = DecodedReferences(references, decisions)
     if netcdf_cache is not None:
+        if zarr_format != 2:  # the file's own v2 view of v3 nodes, as a mount makes it
+            own = zarr2_plan(loaded, None)
+            if own.hidden:
+                references, decode_cache = Zarr2References(loaded, own), None
         decoded = None
         if decode_cache is None and DECODE.missing() is None:
             from refmount.decode.view import DecodedReferences, plan

@@ -24,6 +24,8 @@ from refmount.store.disk_cache import DiskCache, default_size, open_directory
 from refmount.store.options import StorageOptions
 from refmount.store.roots import LocalRoots
 from refmount.store.store import Store
+from refmount.zarr2.view import Zarr2References
+from refmount.zarr2.view import plan as zarr2_plan
 
 log = logging.getLogger("refmount.daemon")
 """One logger for the daemon's lines, whichever module says them (``refmount.daemon:``)."""
@@ -75,26 +77,38 @@ def open_disk_cache(config: MountConfig) -> DiskCache:
 
 
 def netcdf_file(
-    config: MountConfig, references: ReferenceSet, read_path: ReadPath, reader: Reader
+    config: MountConfig,
+    loaded: ReferenceSet,
+    references: ReferenceSet,
+    read_path: ReadPath,
+    reader: Reader,
 ) -> ServedFile:
     """Return the ``--netcdf`` file of the (with ``--decode``, decoded) set, laid out now
     with ``--netcdf-eager``; its warnings are logged once.
 
     Without ``--decode``, where the decode extra is installed, the arrays whose codecs have
     no HDF5 filter are read through a decoded view of their own (no ``--decode`` warnings:
-    the tree is served as stored).
+    the tree is served as stored). The file's schema reads zarr v2 metadata: a set as
+    ``loaded`` with zarr v3 nodes (an Icechunk repository, a kerchunk set of ``zarr.json``
+    arrays), unless the tree is already their v2 view (``--zarr-format 2``), gets a v2 view
+    of its own for the file, read through the plain ``reader`` and decoded by its own view.
     """
     from refmount.netcdf.served import Decoding, open_netcdf  # h5py, only for --netcdf
 
     assert config.netcdf is not None
+    decoded = config.decode
+    if config.zarr_format != 2:
+        view = zarr2_plan(loaded, None)
+        if view.hidden:  # v3 nodes (those with no v2 form stay v3: the file leaves them out)
+            references, read_path, decoded = Zarr2References(loaded, view), reader, False
     decoding = None
-    if not config.decode and DECODE.missing() is None:
+    if not decoded and DECODE.missing() is None:
         from refmount.decode.reader import DecodingReader
         from refmount.decode.view import DecodedReferences, plan
 
         decisions = plan(references, config.read.cache_size)
-        view = DecodedReferences(references, decisions)
-        decoding = Decoding(view, DecodingReader(reader, decisions, lookahead=view.chunk_now))
+        view_of = DecodedReferences(references, decisions)
+        decoding = Decoding(view_of, DecodingReader(reader, decisions, lookahead=view_of.chunk_now))
     return open_netcdf(
         config.netcdf,
         references,
@@ -157,7 +171,7 @@ def open_mount(config: MountConfig, loaded: Loaded) -> MountParts:
         references, read_path = decode_view(loaded.references, reader, config.read.cache_size)
     served = None
     if config.netcdf is not None:
-        served = netcdf_file(config, references, read_path, reader)
+        served = netcdf_file(config, loaded.references, references, read_path, reader)
     filesystem = RefFilesystem(
         loaded.tree,
         references,

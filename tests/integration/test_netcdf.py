@@ -27,6 +27,7 @@ import pytest
 from tests.integration import sources
 from tests.integration.sources import Source
 from tests.integration.test_interop import dumped_values, run, which
+from tests.support.icechunk_repos import build_repository, requires_icechunk
 from tests.support.mounting import Mount, mounted, read_errno, refmount_command, requires_fuse
 from tests.support.servers import RangeHTTPServer, S3Bucket
 
@@ -425,3 +426,23 @@ def test_h5dump_reads_it_as_an_hdf5_file(served: dict[str, Served]) -> None:
         assert f'DATASET "{name}"' in header, header
     assert 'ATTRIBUTE "DIMENSION_LIST"' in header
     run(["h5dump", "-d", "/elevation", str(mount.file)])  # every chunk read, exit status 0
+
+
+@requires_icechunk
+@pytest.mark.parametrize("options", [(), ("--decode",), ("--zarr-format", "2")])
+def test_an_icechunk_repositorys_file_holds_its_v3_arrays(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    """zarr v3 arrays (native zstd, virtual, inline, sparse chunks) through their v2 view."""
+    built = build_repository(tmp_path / "repo")
+    expected = built.arrays[built.second]
+    flags = ("--netcdf", "--authorize-container", "all", *options)
+    with mounted(built.path, tmp_path / "mnt", *flags) as mount:
+        with netCDF4.Dataset(mount.path / "repo.nc") as dataset:
+            dataset.set_auto_mask(False)
+            for path, values in expected.items():
+                variable = dataset[path if "/" not in path else "/" + path]
+                np.testing.assert_array_equal(variable[...], values, err_msg=path)
+        assert [p.name for p in mount.path.iterdir() if p.name == "zarr.json"] == (
+            [] if options == ("--zarr-format", "2") else ["zarr.json"]
+        )  # the tree keeps its own format; the file is v2's either way
