@@ -184,11 +184,13 @@ def test_multi_file_set_reads_as_one_dataset(served: dict[str, Served]) -> None:
             np.testing.assert_array_equal(np.asarray(ds[name][...]), values, err_msg=name)
 
 
-def test_xarray_netcdf4_engine_equals_the_originals(served: dict[str, Served]) -> None:
+@pytest.mark.parametrize(("engine", "module"), [("netcdf4", "netCDF4"), ("h5netcdf", "h5netcdf")])
+def test_xarray_equals_the_originals(served: dict[str, Served], engine: str, module: str) -> None:
     xarray = pytest.importorskip("xarray")
+    pytest.importorskip(module)
     mount = served["netcdf-json"]
     with (
-        xarray.open_dataset(mount.file, engine="netcdf4") as got,
+        xarray.open_dataset(mount.file, engine=engine) as got,
         xarray.open_dataset(mount.source.original, engine="netcdf4") as expected,
     ):
         xarray.testing.assert_identical(got.load(), expected.load())
