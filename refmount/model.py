@@ -230,6 +230,57 @@ class ReferenceSet(Protocol):
         ...
 
 
+class ReferenceView:
+    """A ``ReferenceSet`` that serves another one, ``inner``, unchanged: the views a mount may
+    stack over what it loaded (``--zarr-format 2``, ``--decode``) inherit it and override only
+    what they change. Chunk numbers are the inner set's in every view."""
+
+    def __init__(self, inner: ReferenceSet) -> None:
+        self._inner = inner
+
+    @property
+    def source(self) -> str:
+        """Name the reference file or directory, for messages."""
+        return self._inner.source
+
+    def keys(self) -> Iterable[str]:
+        """Return every explicitly stored key."""
+        return self._inner.keys()
+
+    def get(self, key: str) -> Reference | None:
+        """Return the reference of an explicit key, or None."""
+        return self._inner.get(key)
+
+    def known_lengths(self, prefix: str, names: Sequence[bytes]) -> list[int | None]:
+        """Return the byte length of each explicit key ``prefix + name``."""
+        return self._inner.known_lengths(prefix, names)
+
+    @property
+    def grids(self) -> Sequence[ChunkGrid]:
+        """Return the chunk grids whose keys are derived."""
+        return self._inner.grids
+
+    def chunk_is_loaded(self, grid: int, index: int) -> bool:
+        """Return True when ``chunk`` answers without I/O."""
+        return self._inner.chunk_is_loaded(grid, index)
+
+    def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
+        """Return the sizes of chunks from ``start`` on, without I/O."""
+        return self._inner.chunk_sizes(grid, start, stop)
+
+    def chunk_ranges(self, grid: int, start: int, stop: int) -> dict[str, ChunkRanges]:
+        """Return the range references of chunks ``[start, stop)``, as stored."""
+        return self._inner.chunk_ranges(grid, start, stop)
+
+    def skip_absent(self, grid: int, start: int, stop: int, *, load: bool) -> int:
+        """Return the first chunk index not known to be absent: no view changes absence."""
+        return self._inner.skip_absent(grid, start, stop, load=load)
+
+    def chunk(self, grid: int, index: int) -> Reference | None:
+        """Return the stored reference of chunk ``index`` (the same number in every view)."""
+        return self._inner.chunk(grid, index)
+
+
 class ReferenceSource(Protocol):
     """Where a reference set is read from: a file, or a Parquet directory, local or remote."""
 

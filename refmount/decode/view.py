@@ -10,7 +10,7 @@ chunks are ``decode.reader``'s. Neither changes what the rest of the tree serves
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ from refmount.decode.codecs import Pipeline, v2_pipeline, v3_pipeline
 from refmount.decode.decompress import Undecodable
 from refmount.errors import ReferenceFormatError
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json, grid_from_zarray
-from refmount.model import ChunkGrid, ChunkRanges, Inline, Reference, ReferenceSet, ravel
+from refmount.model import ChunkGrid, Inline, Reference, ReferenceSet, ReferenceView, ravel
 from refmount.zarr2.view import StoredArray, Zarr2References
 
 log = logging.getLogger(__name__)
@@ -223,12 +223,14 @@ def _plan_array(
     result.arrays[path] = DecodedArray(path, grid, pipeline)
 
 
-class DecodedReferences:
+class DecodedReferences(ReferenceView):
     """A ``ReferenceSet`` whose metadata is rewritten and whose decoded chunks have their
-    decoded size; chunk references stay those of the stored bytes."""
+    decoded size; chunk references stay those of the stored bytes (``DecodingReader``
+    decodes them), and so do keys, grids, absence and the stored ranges neighbour prefetch
+    fetches."""
 
     def __init__(self, inner: ReferenceSet, decisions: Plan) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._plan = decisions
         self._grid_arrays = [decisions.arrays.get(grid.array) for grid in inner.grids]
         self._grid_numbers = {grid.array: number for number, grid in enumerate(inner.grids)}
@@ -248,15 +250,6 @@ class DecodedReferences:
         except ReferenceFormatError:
             return None
         return None if reference is None else (key, reference)
-
-    @property
-    def source(self) -> str:
-        """Name the reference file or directory, for messages."""
-        return self._inner.source
-
-    def keys(self) -> Iterable[str]:
-        """Return every explicitly stored key."""
-        return self._inner.keys()
 
     def get(self, key: str) -> Reference | None:
         """Return the rewritten document of a metadata key, else the stored reference."""
@@ -282,15 +275,6 @@ class DecodedReferences:
                 lengths[position] = array.pipeline.size
         return lengths
 
-    @property
-    def grids(self) -> Sequence[ChunkGrid]:
-        """Return the chunk grids whose keys are derived."""
-        return self._inner.grids
-
-    def chunk_is_loaded(self, grid: int, index: int) -> bool:
-        """Return True when ``chunk`` answers without I/O."""
-        return self._inner.chunk_is_loaded(grid, index)
-
     def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
         """Return chunk sizes as served: a decoded array's present chunks have its full size."""
         sizes = self._inner.chunk_sizes(grid, start, stop)
@@ -299,15 +283,3 @@ class DecodedReferences:
             return sizes
         size = array.pipeline.size
         return [s if s is None or s < 0 else size for s in sizes]
-
-    def chunk_ranges(self, grid: int, start: int, stop: int) -> dict[str, ChunkRanges]:
-        """Return the stored ranges of chunks (for neighbour prefetch of stored bytes)."""
-        return self._inner.chunk_ranges(grid, start, stop)
-
-    def skip_absent(self, grid: int, start: int, stop: int, *, load: bool) -> int:
-        """Return the first chunk index not known to be absent: decoding changes no absence."""
-        return self._inner.skip_absent(grid, start, stop, load=load)
-
-    def chunk(self, grid: int, index: int) -> Reference | None:
-        """Return the stored reference of a chunk (``DecodingReader`` decodes it)."""
-        return self._inner.chunk(grid, index)

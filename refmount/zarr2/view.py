@@ -28,10 +28,10 @@ from refmount.formats.zarr_json import ZATTRS, ZGROUP, ZMETADATA, dumps, parse
 from refmount.formats.zarr_meta import ZARR_JSON, ZARRAY, grid_from_zarr_json
 from refmount.model import (
     ChunkGrid,
-    ChunkRanges,
     Inline,
     Reference,
     ReferenceSet,
+    ReferenceView,
 )
 from refmount.zarr2.metadata import (
     NotViewable,
@@ -278,12 +278,13 @@ def _inline_document(reference: Reference | None) -> Any:
         return None
 
 
-class Zarr2References:
+class Zarr2References(ReferenceView):
     """A ``ReferenceSet`` that serves a v2 view of the v3 nodes ``decisions`` chose: their v2
-    documents instead of ``zarr.json``, their chunks under v2 names, their v2 grids."""
+    documents instead of ``zarr.json``, their chunks under v2 names, their v2 grids. Chunk
+    numbers, sizes, absence and references are the stored ones: renaming changes none."""
 
     def __init__(self, inner: ReferenceSet, decisions: Plan) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._plan = decisions
         self._grids = [
             _viewed.grid if (_viewed := decisions.arrays.get(grid.array)) is not None else grid
@@ -294,11 +295,6 @@ class Zarr2References:
     def plan(self) -> Plan:
         """Return what the view serves."""
         return self._plan
-
-    @property
-    def source(self) -> str:
-        """Name the reference file or directory, for messages."""
-        return self._inner.source
 
     def keys(self) -> Iterable[str]:
         """Return the explicit keys as served: stored ones renamed or hidden, then the v2
@@ -390,26 +386,6 @@ class Zarr2References:
     def grids(self) -> Sequence[ChunkGrid]:
         """Return the chunk grids: a viewed array's in v2 form, the others as stored."""
         return self._grids
-
-    def chunk_is_loaded(self, grid: int, index: int) -> bool:
-        """Return True when ``chunk`` answers without I/O (the numbering is the stored one)."""
-        return self._inner.chunk_is_loaded(grid, index)
-
-    def chunk_sizes(self, grid: int, start: int, stop: int) -> list[int | None] | None:
-        """Return the sizes of chunks from ``start`` on: renaming changes no size."""
-        return self._inner.chunk_sizes(grid, start, stop)
-
-    def chunk_ranges(self, grid: int, start: int, stop: int) -> dict[str, ChunkRanges]:
-        """Return the ranges of chunks ``[start, stop)``, as stored."""
-        return self._inner.chunk_ranges(grid, start, stop)
-
-    def skip_absent(self, grid: int, start: int, stop: int, *, load: bool) -> int:
-        """Return the first chunk index not known to be absent, as stored."""
-        return self._inner.skip_absent(grid, start, stop, load=load)
-
-    def chunk(self, grid: int, index: int) -> Reference | None:
-        """Return the stored reference of chunk ``index`` (the same number in both names)."""
-        return self._inner.chunk(grid, index)
 
 
 def zarr2_view(references: ReferenceSet, decodes: Decodes | None = None) -> Zarr2References:
